@@ -3,27 +3,36 @@
 
 Usage::
 
-    python bench/rollout_util.py                       # 4 envs, 8 tasks x G=4, one run per mode
-    python bench/rollout_util.py --num-envs 4 --groups 8 --group-size 4 --json /tmp/rollout_util.json
+    python bench/rollout_util.py                    # 4 envs, 12 groups x G=4, settle 2000 ms (~10 min)
+    python bench/rollout_util.py --settle-ms 0      # the CPU-bound regime: envs and policy share 2 cores
+    python bench/rollout_util.py --json /tmp/rollout_util.json
 
 What runs
 ---------
 * Policy: a freshly built tiny Qwen2.5-VL (``guigym.train.policy.tiny.build``, random weights) in
-  an in-process :class:`HFEngine` (batched, ``--max-batch``, ``--max-wait-ms``), sampling with
-  constrained decoding to the click actions on the visible a11y nodes of the current observation
-  (``PromptBuilder(constrained=True)``, stepwise prompts, text only).
+  an in-process :class:`HFEngine` (batched, ``--max-batch``, ``--max-wait-ms``, ``--torch-threads``),
+  sampling with constrained decoding to the click actions on the visible a11y nodes of the current
+  observation (``PromptBuilder(constrained=True)``, stepwise prompts, text only).
 * Envs: one :class:`EnvPool` of ``--num-envs`` MiniWoB-v0 workers (real Chromium), shared by both
   modes and warmed up (one reset each) before timing.
-* Tasks: ``--tasks`` (default 8 MiniWoB click tasks), each with its own step budget drawn once
-  from {1..8} (``--seed``), so episode lengths are uneven: a budget cuts an episode, a click
-  that solves or fails the task ends it earlier. ``--groups`` groups (tasks cycled) of
-  ``--group-size`` rollouts each, with the same episode seeds in both modes.
+* Tasks: ``--tasks`` (default: 11 MiniWoB tasks, see ``DEFAULT_TASKS``) with one step budget
+  ``--max-steps`` (15, OSWorld's default). Episode lengths are uneven by nature of the tasks: a
+  click on any button ends click-test or click-button, forms end only on their submit button, so
+  lengths run from 1 to the budget with a long tail (the histogram is printed). ``--groups``
+  groups (tasks cycled, then shuffled) of ``--group-size`` rollouts, with the same episode and
+  sampling seeds in both modes -- both modes play the very same trajectories.
+* Env latency: ``--settle-ms`` is MiniWoB-v0's wait after each action before observing. The
+  default, 2000 ms, is the pause OSWorld's ``DesktopEnv.step`` takes after every action: the
+  regime DART's numbers come from, where env steps are wall-clock latency on an env cluster, not
+  CPU work on the trainer's machine. With ``--settle-ms 0`` four Chromiums and the policy share
+  this machine's 2 cores, every step is CPU work, and any schedule can only reorder the same
+  work: the ratio there shows what a CPU-bound single box gains (docs/benchmarks.md has both).
 * Modes, in one process: ``sync`` (all envs of a batch reset, ask and step together, the policy
   gets the batch's prompts as one closed batch; the next batch starts when every episode of the
   batch ended) and ``rollout`` (each env asks for its next action as soon as its observation is
-  ready; a free env starts the next pending rollout at once; the engine batches whatever requests
-  arrive within ``--max-wait-ms``, at most ``--max-batch`` = number of envs, so a batch goes as
-  soon as every env has asked). The groups are split into ``--rounds`` rounds; each round runs
+  ready; a free env starts the next pending rollout at once; the engine takes whatever requests
+  are queued when it is free, waiting at most ``--max-wait-ms`` for more, at most ``--max-batch``
+  = number of envs). The groups are split into ``--rounds`` rounds; each round runs
   both modes on its groups, in ABBA order across rounds (sync, rollout | rollout, sync | ...) so
   that a change of load on the shared machine does not land on one mode only. Totals are summed
   over rounds.
@@ -46,12 +55,19 @@ import os
 import platform
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_TASKS = ["click-checkboxes", "click-option", "click-button", "click-tab", "click-widget",
-                 "click-link", "click-dialog", "click-test"]
+#: a mix whose episode lengths under a random clicking policy run from 1 step (one button ends
+#: the task) to the whole budget (forms that end only on their submit button): measured with
+#: uniformly random clicks on the a11y candidates, 6 episodes each, budget 15 -- click-test 1,
+#: click-button 1-2, click-menu 1, enter-text 1-3, login-user 1-6, click-option 1-8,
+#: click-checkboxes 2-12, search-engine 3-12, click-checkboxes-large 1-15, click-collapsible-2 15,
+#: book-flight 15
+DEFAULT_TASKS = ["click-test", "click-button", "click-menu", "enter-text", "login-user", "click-option",
+                 "click-checkboxes", "search-engine", "click-checkboxes-large", "click-collapsible-2", "book-flight"]
 
 
 def machine() -> dict:
@@ -69,13 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--num-envs", type=int, default=4)
     ap.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
-    ap.add_argument("--groups", type=int, default=8, help="groups per mode (tasks cycled)")
+    ap.add_argument("--groups", type=int, default=12, help="groups per mode (tasks cycled)")
     ap.add_argument("--group-size", type=int, default=4, help="G, rollouts per group")
-    ap.add_argument("--max-steps-choices", type=int, nargs="+", default=list(range(1, 9)))
+    ap.add_argument("--max-steps", type=int, default=15,
+                    help="step budget of every episode (OSWorld's run scripts default to 15)")
+    ap.add_argument("--settle-ms", type=int, default=2000,
+                    help="env-side wait after each action (MiniWoB-v0 settle_ms); 2000 = OSWorld's step pause, "
+                         "0 = CPU-bound local envs")
+    ap.add_argument("--isolation", choices=("context", "page"), default="context", help="MiniWoB-v0 isolation")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch intra-op threads of the in-process policy (it shares the cores with Chromium)")
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--max-batch", type=int, default=None, help="engine batch cap (default: --num-envs)")
-    ap.add_argument("--max-wait-ms", type=float, default=400.0,
-                    help="how long a rollout-wise batch waits to fill (sync sends closed batches)")
+    ap.add_argument("--max-wait-ms", type=float, default=5.0,
+                    help="how long a rollout-wise batch waits to fill; requests that queue while a batch "
+                         "runs join the next one (sync sends closed batches)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=2, help="rounds (each runs both modes on a share of the groups)")
     ap.add_argument("--model", default=None, help="from_pretrained dir (default: build a fresh tiny model)")
@@ -91,9 +115,16 @@ def main(argv: list[str] | None = None) -> int:
 
     before = machine()
     rng = np.random.default_rng(args.seed)
-    budgets = {t: int(rng.choice(args.max_steps_choices)) for t in args.tasks}
+    budgets = {t: args.max_steps for t in args.tasks}
+    # groups in random order (the same in both modes): a lockstep batch is then a random draw from
+    # the task mix, as a training batch is, not a run of neighbours from the list above
     tasks = [args.tasks[k % len(args.tasks)] for k in range(args.groups)]
+    rng.shuffle(tasks)
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=len(tasks))]
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    env_kwargs = {"tasks": list(args.tasks), "settle_ms": args.settle_ms, "isolation": args.isolation}
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
@@ -103,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         engine = HFEngine(model, max_batch=args.max_batch or args.num_envs, max_wait_ms=args.max_wait_ms)
         builder = PromptBuilder(engine.policy, constrained=True, mode="stepwise", history_images=0)
         results = {}
-        with EnvPool("MiniWoB-v0", args.num_envs, {"tasks": list(args.tasks)}) as pool:
+        with EnvPool("MiniWoB-v0", args.num_envs, env_kwargs) as pool:
             for i in range(args.num_envs):  # warm up: launch every Chromium before timing
                 pool.reset_async(i, seed=0, options={"task": args.tasks[0]})
             while pool.busy:
@@ -138,7 +169,13 @@ def main(argv: list[str] | None = None) -> int:
             "policy util", "mean batch"]
     print(f"rollout_util: {args.num_envs} envs, {args.groups} groups x G={args.group_size} per mode in "
           f"{args.rounds} rounds, engine max_batch {args.max_batch or args.num_envs} max_wait {args.max_wait_ms:g} ms, "
-          f"tasks/budgets {budgets}")
+          f"torch threads {args.torch_threads}, step budget {args.max_steps}, settle {args.settle_ms} ms, "
+          f"isolation {args.isolation}")
+    print(f"tasks: {' '.join(args.tasks)}")
+    for mode, st in results.items():
+        ls = st["lengths"]
+        print(f"episode lengths ({mode}): mean {np.mean(ls):.2f}, median {np.median(ls):g}, max {max(ls)}, "
+              f"histogram {dict(sorted(Counter(ls).items()))}")
     print(f"machine: {before['date']}, nproc {before['nproc']}, {before['cpu']}, load before "
           f"{before['load'][0]:.1f} after {after['load'][0]:.1f} (shared machine: other jobs run too)")
     print("| " + " | ".join(cols) + " |")

@@ -56,7 +56,7 @@ def _agent_opts(pairs: Optional[list[str]]) -> dict[str, object]:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from guigym.agents import AGENTS, make_agent
+    from guigym.agents import make_agent
     from guigym.core.errors import TaskSpecError
     from guigym.eval.runner import EvalConfig, run_eval
     from guigym.eval.summary import render_table, summarize

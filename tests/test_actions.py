@@ -1,7 +1,6 @@
 """The canonical dialect: golden strings, round trips, and refusals of malformed or hostile text."""
 from __future__ import annotations
 
-import os
 from dataclasses import fields
 
 import pytest

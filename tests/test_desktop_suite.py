@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -20,21 +18,9 @@ from guigym.envs.desktop.suite.reference import ReferenceAgent, check_reference,
 from guigym.envs.desktop.tasks import load_osworld_dir
 
 OS_DIR = Path(__file__).parent / "fixtures" / "osworld_os"
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from desktop_needs import need_desktop
 
 
-def need_desktop() -> None:
-    """Skip (fail in CI, where .ci/run installs them) when the local desktop cannot run here."""
-    missing = [t for t in ("bwrap", "Xvfb", "openbox", "xterm", "xdotool") if shutil.which(t) is None]
-    try:
-        from guigym.envs.desktop.client import DesktopClient  # noqa: F401
-        from guigym.envs.desktop.providers.local import LocalProvider  # noqa: F401
-    except ImportError as e:
-        missing.append(f"guigym desktop module ({e})")
-    if missing:
-        if CI:
-            pytest.fail(f"the local desktop needs {missing}, which .ci/run installs")
-        pytest.skip(f"the local desktop needs {missing}")
 
 
 # --------------------------------------------------------------------------- suite content

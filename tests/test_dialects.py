@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS, get_dialect
+from guigym.core.dialect import DIALECTS
 from guigym.core.dialects import smart_resize
 from guigym.core.errors import ActionParseError, ConfigError
 

@@ -153,27 +153,32 @@ def test_suite_lists_the_package_tasks():
 def _browser_root_pid(env) -> int:
     pids = env.controller.runtime.chromium_pids()
     roots = [p for p in pids if psutil.Process(p).parent().pid not in pids]
-    assert roots, "Chromium is running"
+    assert len(roots) == 1, f"one Chromium per runtime, found roots {roots}"
     return roots[0]
 
 
 def test_killed_browser_raises_infra_error_and_reset_recovers():
     env = gym.make("MiniWoB-v0", task="click-test").unwrapped
+    other = gym.make("MiniWoB-v0", task="click-test").unwrapped  # a second env in this process
     try:
         env.reset(seed=0)
+        other.reset(seed=0)
         env.step("wait(seconds=0)")
+        assert not set(env.controller.runtime.chromium_pids()) & set(other.controller.runtime.chromium_pids())
         os.kill(_browser_root_pid(env), signal.SIGKILL)
         time.sleep(0.5)
         with pytest.raises(EnvInfraError):
             env.step("click(x=5, y=5)")
         with pytest.raises(EnvInfraError):  # stays failed until reset
             env.step("click(x=5, y=5)")
+        assert other.step("wait(seconds=0)")[2:4] == (False, False)  # the other env's browser is untouched
         obs, info = env.reset(seed=0)
         assert info["instruction"] == "Click the button."
         _, r, term, _, _ = env.step(f'click(element="{element_id(obs["a11y"], "button")}")')
         assert term and r == 1.0
     finally:
         env.close()
+        other.close()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -246,5 +251,19 @@ def test_page_isolation_restarts_in_place_and_replays_seeds():
             assert obs["a11y"].replace(' focused="true"', "") == obs1["a11y"].replace(' focused="true"', "")
             _, r, term, _, info = env.step(f'click(element="{element_id(obs["a11y"], "button")}")')
             assert term and r == 1.0 and info["success"]
+    finally:
+        env.close()
+
+
+def test_settle_wait_delays_the_observation_and_does_not_count_against_the_call_timeout():
+    # settle 1.5 s with a 1 s per-call timeout: the step waits the settle time after the action and
+    # is not mistaken for a hung browser (EnvInfraError)
+    env = gym.make("MiniWoB-v0", task="click-test", settle_ms=1500, call_timeout_s=1.0).unwrapped
+    try:
+        obs, _ = env.reset(seed=0)
+        t0 = time.monotonic()
+        _, r, term, _, info = env.step(f'click(element="{element_id(obs["a11y"], "button")}")')
+        assert time.monotonic() - t0 >= 1.5
+        assert term and r == 1.0 and info["success"]
     finally:
         env.close()

@@ -20,7 +20,7 @@ from guigym.core.errors import ConfigError, EnvInfraError
 from guigym.envs.desktop.env import OSWorldEnv
 from guigym.envs.desktop.tasks import parse_osworld_task
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from desktop_needs import need_desktop
 
 
 # --------------------------------------------------------------------------- stand-in provider
@@ -215,17 +215,6 @@ def test_unknown_provider_and_task_are_named():
 # --------------------------------------------------------------------------- real local desktop
 
 
-def need_desktop() -> None:
-    missing = [t for t in ("bwrap", "Xvfb", "openbox", "xterm", "xdotool") if shutil.which(t) is None]
-    try:
-        from guigym.envs.desktop.client import DesktopClient  # noqa: F401
-        from guigym.envs.desktop.providers.local import LocalProvider  # noqa: F401
-    except ImportError as e:
-        missing.append(f"guigym desktop module ({e})")
-    if missing:
-        if CI:
-            pytest.fail(f"the local desktop needs {missing}, which .ci/run installs")
-        pytest.skip(f"the local desktop needs {missing}")
 
 
 SMALL = {"screen_size": (1024, 768)}

@@ -88,6 +88,16 @@ class LoopThread:
         self._thread.join(timeout=5)
 
 
+_DRIVER_START_LOCK = threading.Lock()
+
+
+def _child_pids() -> set[int]:
+    """PIDs of this process's direct children."""
+    import psutil
+
+    return {c.pid for c in psutil.Process().children(recursive=False)}
+
+
 def _is_playwright_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("playwright")
 
@@ -103,6 +113,7 @@ class BrowserRuntime:
         self.launch_timeout_s = launch_timeout_s
         self._loop: Optional[LoopThread] = None
         self._pw: Any = None
+        self._driver_pids: set[int] = set()  # the Playwright driver process(es) this runtime started
         self.browser: Any = None
         self._disconnected = threading.Event()
 
@@ -151,7 +162,12 @@ class BrowserRuntime:
                 pass
             self.browser = None
         if self._pw is None:
-            self._pw = await async_playwright().start()
+            # the driver is the child process that appears while Playwright starts; the lock keeps
+            # two runtimes of one process from starting theirs at the same moment
+            with _DRIVER_START_LOCK:
+                before = _child_pids()
+                self._pw = await async_playwright().start()
+                self._driver_pids = _child_pids() - before
         path = self.executable_path or find_chromium(self._pw.chromium.executable_path)
         self._disconnected.clear()
         self.browser = await self._pw.chromium.launch(
@@ -179,18 +195,31 @@ class BrowserRuntime:
             pass
         self.browser = None
         self._pw = None
+        self._driver_pids = set()
         self._loop.stop()
         self._loop = None
 
     def chromium_pids(self) -> list[int]:
-        """PIDs of this runtime's Chromium processes (children of the Playwright driver)."""
+        """PIDs of this runtime's Chromium processes (descendants of its own Playwright driver,
+        not those of other runtimes in the same process)."""
         import psutil
 
-        pids = []
-        for child in psutil.Process().children(recursive=True):
+        roots = []
+        for pid in self._driver_pids:
             try:
-                if "chrom" in child.name().lower():
-                    pids.append(child.pid)
+                roots.append(psutil.Process(pid))
             except psutil.Error:
                 continue
+        pids = []
+        for proc in roots:
+            try:
+                children = proc.children(recursive=True)
+            except psutil.Error:
+                continue
+            for child in children:
+                try:
+                    if "chrom" in child.name().lower():
+                        pids.append(child.pid)
+                except psutil.Error:
+                    continue
         return pids

@@ -122,8 +122,12 @@ class WebController:
                 made = fut.result(timeout=self.config.load_timeout_s)
             except Exception:  # noqa: BLE001 - a failed prewarm is simply rebuilt below
                 made = None
-            if made is not None and next_url != url:
-                self._retired.append(made[0])
+            # a context built for another URL, or by a browser that has since crashed and been
+            # relaunched by ensure_started() above, is of no use
+            stale = made is not None and (made[0].browser is not self.runtime.browser or made[1].is_closed())
+            if made is not None and (next_url != url or stale):
+                if not stale:
+                    self._retired.append(made[0])
                 made = None
         if made is None:
             made = self.runtime.run(self._make_page(url), self.config.load_timeout_s, f"opening {url}")
@@ -281,5 +285,6 @@ class WebController:
 
     def execute(self, action: A.Action) -> None:
         """Perform ``action``; raises ActionNotPossible (agent's fault) or EnvInfraError (ours)."""
-        timeout = self.config.call_timeout_s + (action.seconds if isinstance(action, A.Wait) else 0)
+        timeout = self.config.call_timeout_s + self.config.settle_ms / 1000 + \
+            (action.seconds if isinstance(action, A.Wait) else 0)
         self.runtime.run(self._execute(action), timeout, f"executing {action.name}")

@@ -189,6 +189,11 @@ class MiniWoBEnv(GUIEnv):
     (a reset costs one script call instead of a page load); focus, hover and widget state carry
     over from the previous episode, so the same seed can give a different observation.
 
+    ``settle_ms``: wait this long after every action before observing (default 0: the next
+    frame). GUI envs commonly pause here for animations and network replies (OSWorld's
+    ``DesktopEnv.step`` sleeps ``pause=2`` s); ``bench/rollout_util.py`` uses it to model an
+    environment whose step latency is not local CPU work.
+
     Observation (``Dict``): ``screenshot`` uint8 (H, W, 3) with (W, H) = ``viewport``
     (160x210, flight 375x667); ``a11y`` XML; ``instruction``; ``url``.
     Action: a string in ``dialect`` (canonical by default) or a typed action.
@@ -202,7 +207,7 @@ class MiniWoBEnv(GUIEnv):
                  executable_path: Optional[str] = None, viewport: Optional[tuple[int, int]] = None,
                  a11y_node_cap: int = 2000, a11y_time_cap_ms: int = 200, call_timeout_s: float = 10.0,
                  ready_timeout_s: float = 20.0, prewarm: bool = True, isolation: str = "context",
-                 render_mode: Optional[str] = None,
+                 settle_ms: int = 0, render_mode: Optional[str] = None,
                  info_timings: bool = False) -> None:
         selected = select_tasks(task, tasks, suite)
         super().__init__(selected, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
@@ -221,7 +226,7 @@ class MiniWoBEnv(GUIEnv):
         self.controller = WebController(WebControllerConfig(
             viewport=self.viewport, window=window, headless=headless, executable_path=executable_path,
             a11y_node_cap=a11y_node_cap, a11y_time_cap_ms=a11y_time_cap_ms, a11y_skip_ids=CHROME_IDS,
-            call_timeout_s=call_timeout_s,
+            call_timeout_s=call_timeout_s, settle_ms=int(settle_ms),
         ))
         w, h = self.viewport
         self.observation_space = spaces.Dict({

@@ -66,7 +66,7 @@ def corpus() -> list[str]:
         w = _WORDS[i % len(_WORDS)]
         lines += [
             f"click(x={i}, y={j})", f'click(element="{i % 50}")', f'type(text="{w}")',
-            f'hotkey(keys=["ctrl", "c"])', f"scroll(dy={i - 100})", f'done(answer="{w}")',
+            'hotkey(keys=["ctrl", "c"])', f"scroll(dy={i - 100})", f'done(answer="{w}")',
             'press(key="Enter")', "wait(seconds=1)", "fail()",
             f"Thought: I should {w} the {_WORDS[(i + 3) % len(_WORDS)]}.\nAction: "
             f"click(start_box='<|box_start|>({i},{j})<|box_end|>')",

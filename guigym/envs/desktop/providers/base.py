@@ -67,6 +67,15 @@ class Provider(abc.ABC):
     def stop(self) -> None:
         """Destroy the desktop and everything it started; idempotent, never raises."""
 
+    def _drop_client(self) -> None:
+        """Close and forget the client (for ``stop()``; never raises)."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing must not raise
+                pass
+
     @property
     def alive(self) -> bool:
         """True while the desktop is up (a cheap local check, no round trip)."""

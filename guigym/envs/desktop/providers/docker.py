@@ -148,6 +148,16 @@ class PortAllocator:
             for p in ports:
                 claims.pop(str(p), None)
 
+    def release_quietly(self, ports: Mapping[str, int]) -> dict[str, int]:
+        """Release ``ports`` (role -> port) for a ``stop()`` that must not raise; returns ``{}``
+        for the caller to store in place of its port map."""
+        if ports:
+            try:
+                self.release(list(ports.values()))
+            except Exception as e:  # noqa: BLE001
+                log.warning("port release failed: %s", e)
+        return {}
+
     def claimed(self) -> dict[int, dict[str, Any]]:
         """Live claims: port -> {pid, owner, role}."""
         with self._locked() as claims:
@@ -380,12 +390,7 @@ class DockerProvider(Provider):
         return self.start()
 
     def stop(self) -> None:
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._client = None
+        self._drop_client()
         if self.container is not None:
             c, self.container = self.container, None
             try:
@@ -396,10 +401,5 @@ class DockerProvider(Provider):
                 c.remove(force=True)
             except Exception as e:  # noqa: BLE001
                 log.warning("docker rm failed: %s", e)
-        if self.ports:
-            ports, self.ports = list(self.ports.values()), {}
-            try:
-                self.ports_alloc.release(ports)
-            except Exception as e:  # noqa: BLE001
-                log.warning("port release failed: %s", e)
+        self.ports = self.ports_alloc.release_quietly(self.ports)
         unregister_cleanup(self)

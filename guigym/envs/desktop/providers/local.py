@@ -542,12 +542,7 @@ class LocalProvider(Provider):
                 self._lock.release()
 
     def _stop_locked(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - closing must not raise
-                pass
+        self._drop_client()
         proc, self._bwrap = self._bwrap, None
         if proc is not None:
             # SIGKILL of the namespace's pid 1 makes the kernel kill every process in it.

@@ -326,20 +326,10 @@ class QemuProvider(Provider):
         self.monitor_path.unlink(missing_ok=True)
 
     def stop(self) -> None:
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._client = None
+        self._drop_client()
         self._kill()
         if not self.keep_overlay:
             self.overlay.unlink(missing_ok=True)
             self.has_state = False
-        if self.ports:
-            ports, self.ports = list(self.ports.values()), {}
-            try:
-                self.ports_alloc.release(ports)
-            except Exception as e:  # noqa: BLE001
-                log.warning("port release failed: %s", e)
+        self.ports = self.ports_alloc.release_quietly(self.ports)
         unregister_cleanup(self)
