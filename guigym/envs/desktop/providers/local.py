@@ -51,6 +51,7 @@ from guigym.envs.desktop.providers.sandbox import (
     SANDBOX_INIT, SANDBOX_TEMPLATE, SANDBOX_USER, SANDBOX_XDG_RUNTIME, SandboxSpec, bwrap_argv, bwrap_problem,
     find_bwrap,
 )
+from guigym.envs.desktop.providers.sandbox_init import force_remove  # stdlib-only: safe to import here
 
 if TYPE_CHECKING:
     from guigym.envs.desktop.client import DesktopClient
@@ -560,7 +561,7 @@ class LocalProvider(Provider):
         self._ns_init_pid = None
         _live.discard(self)
         if self.state_dir is not None and self.state_dir.exists():
-            shutil.rmtree(self.state_dir, onerror=_force_remove)
+            shutil.rmtree(self.state_dir, onerror=force_remove)
         self.state_dir = None
         if self._display_lock is not None:
             self._display_lock.release()
@@ -635,12 +636,3 @@ def _under(path: Path, parent: Union[str, Path]) -> bool:
         return False
 
 
-def _force_remove(func: Any, path: str, _exc: Any) -> None:
-    """rmtree helper: a task may have made a directory read-only."""
-    try:
-        os.chmod(os.path.dirname(path), 0o700)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-        func(path)
-    except OSError:
-        pass

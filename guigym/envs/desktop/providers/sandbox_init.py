@@ -41,17 +41,21 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
+def force_remove(func, path, _exc) -> None:
+    """``shutil.rmtree`` onerror: a task may chmod 000 a directory; we own it, so allow it and
+    retry (also used by the host side, providers/local.py)."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        func(path)
+    except OSError:
+        pass
+
+
 def rmtree_contents(path: str, keep: frozenset = frozenset()) -> None:
     """Delete everything inside ``path`` except the names in ``keep``; fixes read-only dirs."""
-    def onerror(func, p, _exc):  # a task may chmod 000 a directory; we own it, so allow it
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
+    onerror = force_remove
     try:
         names = os.listdir(path)
     except FileNotFoundError:
