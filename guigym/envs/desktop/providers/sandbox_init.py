@@ -55,7 +55,6 @@ def force_remove(func, path, _exc) -> None:
 
 def rmtree_contents(path: str, keep: frozenset = frozenset()) -> None:
     """Delete everything inside ``path`` except the names in ``keep``; fixes read-only dirs."""
-    onerror = force_remove
     try:
         names = os.listdir(path)
     except FileNotFoundError:
@@ -65,14 +64,14 @@ def rmtree_contents(path: str, keep: frozenset = frozenset()) -> None:
             continue
         full = os.path.join(path, name)
         if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, onerror=onerror)
+            shutil.rmtree(full, onerror=force_remove)
         else:
             try:
                 os.unlink(full)
             except FileNotFoundError:
                 pass
             except PermissionError:
-                onerror(os.unlink, full, None)
+                force_remove(os.unlink, full, None)
 
 
 def proc_table() -> dict[int, int]:
