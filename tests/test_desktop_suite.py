@@ -146,6 +146,31 @@ def test_reference_agent_waits_for_the_screen_to_change_and_then_settle():
         assert agent.act({"screenshot": shot, "a11y": ""}).startswith(want), t
 
 
+def test_reference_agent_accepts_a_screen_drawn_from_the_start_only_with_unchanged_s():
+    # a reset may be slow enough that the app is fully drawn in the first observation; the screen
+    # then never changes, and only ``unchanged_s`` lets the agent go on
+    import numpy as np
+
+    clock = [0.0]
+    drawn = np.ones((8, 8, 3), np.uint8)
+    agent = ReferenceAgent([{"wait_screen": {"stable_s": 2, "unchanged_s": 6}, "timeout": 30}, 'press(key="a")'],
+                           clock=lambda: clock[0])
+    for t, want in [(0, "wait("), (3, "wait("), (5.9, "wait("), (6.0, 'press(key="a")')]:
+        clock[0] = t
+        assert agent.act({"screenshot": drawn, "a11y": ""}).startswith(want), t
+    # a screen that changed is judged by stable_s as before, not by unchanged_s
+    clock[0] = 0.0
+    agent = ReferenceAgent([{"wait_screen": {"stable_s": 2, "unchanged_s": 6}, "timeout": 30}, 'press(key="a")'],
+                           clock=lambda: clock[0])
+    other = drawn.copy()
+    other[0, 0] = 9
+    for t, shot, want in [(0, drawn, "wait("), (5, other, "wait("), (6.5, other, "wait("), (7, other, 'press(key="a")')]:
+        clock[0] = t
+        assert agent.act({"screenshot": shot, "a11y": ""}).startswith(want), t
+    with pytest.raises(TaskSpecError, match="unchanged_s"):
+        ReferenceAgent([{"wait_screen": {"stable_s": 2, "unchanged_s": 0}}])
+
+
 def test_reference_agent_waits_then_clicks_and_gives_up_after_its_timeout():
     clock = [0.0]
     agent = ReferenceAgent([{"wait_for": {"role": "dialog"}, "timeout": 5},

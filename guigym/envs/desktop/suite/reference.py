@@ -11,9 +11,12 @@ unknown keys) is a list of steps:
   and shows how many remain);
 * ``{"wait_for": QUERY, "timeout": s}`` / ``{"wait_gone": QUERY, "timeout": s}``: wait until an
   element appears / disappears;
-* ``{"wait_screen": {"stable_s": s}, "timeout": s}``: wait until the screenshot differs from the
-  episode's first one and has then not changed for ``stable_s`` seconds (for apps without an
-  a11y tree, e.g. LibreOffice here, whose window is mapped before the document is drawn).
+* ``{"wait_screen": {"stable_s": s, "unchanged_s": u}, "timeout": s}``: wait until the screenshot
+  differs from the episode's first one and has then not changed for ``stable_s`` seconds (for
+  apps without an a11y tree, e.g. LibreOffice here, whose window is mapped before the document
+  is drawn). With ``unchanged_s``, a screen that has not changed at all for ``u`` seconds since
+  the first observation counts as settled too: the app was already drawn when the episode began
+  (whether it is depends on how fast the reset was).
 
 ``QUERY``: ``role`` (AT-SPI role name; ``push button`` and ``push-button`` are the same),
 optional ``name`` (the accessible name, compared after stripping blanks; Mousepad pads menu
@@ -188,9 +191,11 @@ def check_reference(steps: Any, where: str) -> None:
             raise TaskSpecError(f"{at}: needs exactly one of {' / '.join(_KINDS)}")
         if kinds[0] == "wait_screen":
             spec = step["wait_screen"]
-            if not isinstance(spec, Mapping) or set(spec) - {"stable_s"} or \
-                    not isinstance(spec.get("stable_s", 1.0), (int, float)) or spec.get("stable_s", 1.0) <= 0:
-                raise TaskSpecError(f"{at}.wait_screen: must be {{'stable_s': seconds > 0}}, got {spec!r}")
+            if not isinstance(spec, Mapping) or set(spec) - {"stable_s", "unchanged_s"} or any(
+                    not isinstance(spec.get(k, 1.0), (int, float)) or spec.get(k, 1.0) <= 0
+                    for k in ("stable_s", "unchanged_s")):
+                raise TaskSpecError(f"{at}.wait_screen: must be {{'stable_s': seconds > 0, optional "
+                                    f"'unchanged_s': seconds > 0}}, got {spec!r}")
             continue
         check_query(step[kinds[0]], f"{at}.{kinds[0]}")
         if "until" in step:
@@ -223,6 +228,7 @@ class ReferenceAgent:
         self.i = 0
         self.clicks = 0
         self.first_screen: Optional[bytes] = None
+        self.first_at = 0.0
         self.last_screen: Optional[bytes] = None
         self.changed_at = 0.0
         self.deadline: Optional[float] = None
@@ -240,15 +246,19 @@ class ReferenceAgent:
             return
         key = bytes(memoryview(shot[::4, ::4]).tobytes()) if hasattr(shot, "shape") else bytes(shot)
         if self.first_screen is None:
-            self.first_screen = key
+            self.first_screen, self.first_at = key, self.clock()
         if key != self.last_screen:
             self.last_screen, self.changed_at = key, self.clock()
 
     def _wait_screen(self, step: Mapping[str, Any], obs: Mapping[str, Any]) -> str:
         now = self.clock()
-        stable_s = float(step["wait_screen"].get("stable_s", 1.0))
-        if self.last_screen is not None and self.last_screen != self.first_screen \
-                and now - self.changed_at >= stable_s:
+        spec = step["wait_screen"]
+        stable_s = float(spec.get("stable_s", 1.0))
+        settled = self.last_screen is not None and self.last_screen != self.first_screen \
+            and now - self.changed_at >= stable_s
+        drawn_from_start = "unchanged_s" in spec and self.last_screen is not None \
+            and self.last_screen == self.first_screen and now - self.first_at >= float(spec["unchanged_s"])
+        if settled or drawn_from_start:
             self.i, self.deadline = self.i + 1, None
             return self.act(obs)
         if self.deadline is None:
