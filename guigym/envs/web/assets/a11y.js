@@ -109,14 +109,18 @@
     opts = opts || {};
     var cap = opts.nodeCap || 2000, timeCap = opts.timeCapMs || 200, nameCap = opts.nameCap || 120;
     var skipIds = opts.skipIds || [];
-    var t0 = performance.now(), count = 0, truncated = false, reason = null;
+    // Lay the page out before the clock starts: the time cap bounds the walk, not work the page
+    // left pending (on a starved renderer that alone can exceed the cap and empty the tree).
+    if (document.body) document.body.getBoundingClientRect();
+    var t0 = performance.now(), count = 0, visited = 0, truncated = false, reason = null;
     var out = [];
     state.byId = new Map();
 
     function walk(el, dx, dy, depth, doc, win) {
       if (truncated) return;
       if (count >= cap) { truncated = true; reason = 'node cap ' + cap + ' reached'; return; }
-      if ((count & 31) === 0 && performance.now() - t0 > timeCap) {
+      // the clock is read every 32 elements visited (not emitted: a run of unnamed divs emits none)
+      if ((++visited & 31) === 0 && performance.now() - t0 > timeCap) {
         truncated = true; reason = 'time cap ' + timeCap + ' ms reached'; return;
       }
       var tag = el.tagName.toUpperCase();
