@@ -413,7 +413,7 @@ def test_scheduler_groups_and_rollout_wise_beats_lockstep_on_uneven_lengths(pool
                     g.task_id, 12)
                 assert t.length == BUDGETS[g.task_id], (mode, g.task_id, [s.action for s in t.steps])
                 for k, s in enumerate(t.steps):
-                    seen = t.steps[k - 1].info if k else t.info  # the observation this step's prompt came from
+                    seen = t.steps[k - 1].info if k else "reset"  # where this step's observation came from
                     assert s.candidates and s.action_text in s.candidates and s.action == s.action_text, (
                         mode, g.task_id, k, s.action_text, seen)
                     assert len(s.rollout_logprobs) == len(s.response_ids)
@@ -437,7 +437,7 @@ def test_scheduler_groups_and_rollout_wise_beats_lockstep_on_uneven_lengths(pool
     # an env idling is not occupied, so that idle time caps lockstep's U_env; rollout-wise has only the tail
     # (measured: sync ~0.70, rollout-wise >= 0.95 over 10 runs)
     assert sync.u_env <= 1 - sync.env_idle_pending_s / (sync.num_envs * sync.wall_s) + 1e-9, sync
-    assert roll.u_env > sync.u_env + 0.1, (roll, sync)
+    assert sync.u_env < 0.9 and roll.u_env > sync.u_env + 0.1, (roll, sync)
 
 
 def test_scheduler_retries_a_rollout_whose_worker_was_killed(pool, engine, policy):
