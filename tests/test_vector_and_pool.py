@@ -37,22 +37,39 @@ def test_pool_steps_envs_independently_and_reports_lost_workers():
             for res in pool.wait():
                 assert not res.lost, res.error
                 ready[res.index] = res.value
-        # env 1 takes a slow step; env 0 finishes several steps meanwhile (no lockstep)
-        pool.step_async(1, "wait(seconds=1.5)")
+        # One fast step alone sets the time scale: on a loaded CI machine a MiniWoB step can take
+        # several hundred ms, so env 1's slow step is sized from it rather than fixed.
+        t_fast = 0.0
+        for _ in range(2):
+            t = time.monotonic()
+            assert not pool.call(0, "step", "wait(seconds=0)").lost
+            t_fast = max(t_fast, time.monotonic() - t)
+        slow_s = round(max(1.5, 8 * t_fast), 2)
+        # env 1 takes a slow step; env 0 keeps stepping meanwhile (no lockstep)
+        pool.step_async(1, f"wait(seconds={slow_s})")
         t0 = time.monotonic()
-        fast_steps = 0
+        fast_done: list[float] = []
         pool.step_async(0, "wait(seconds=0)")
         finished_1 = None
         while finished_1 is None:
             for res in pool.wait():
+                assert not res.lost, res.error
                 if res.index == 0:
-                    fast_steps += 1
-                    if fast_steps < 5:
+                    fast_done.append(time.monotonic() - t0)
+                    if res.kind == "step" and (res.value[2] or res.value[3]):
+                        pool.reset_async(0, seed=len(fast_done))  # episode over (step budget or task timer)
+                    else:
                         pool.step_async(0, "wait(seconds=0)")
                 else:
                     finished_1 = time.monotonic() - t0
-        assert fast_steps >= 3, "env 0 kept stepping while env 1 was busy"
-        assert finished_1 >= 1.4
+        # drain env 0's step still in flight so the slot is idle before the kill below
+        while not [r for r in pool.wait() if r.index == 0]:
+            pass
+        assert len(fast_done) >= 3, (
+            f"env 0 finished {len(fast_done)} steps at {fast_done} while env 1's {slow_s} s step ran "
+            f"(a lone fast step took {t_fast:.2f} s)"
+        )
+        assert finished_1 >= slow_s - 0.1
 
         # kill env 1's worker mid-episode: its episode comes back lost, then the slot works again
         os.kill(pool.pid(1), signal.SIGKILL)
