@@ -115,7 +115,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         return serve.main(args.model, args.host, args.port, key, model_name=args.name, max_batch=args.max_batch,
-                          batch_wait_ms=args.batch_wait_ms, device=args.device)
+                          batch_wait_ms=args.batch_wait_ms, device=args.device,
+                          **{k: v for k, v in (("max_body", args.max_body), ("max_connections", args.max_connections))
+                             if v is not None})
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -163,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-batch", type=int, default=8, help="most requests generated together")
     s.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect a batch")
     s.add_argument("--device", default="cpu")
+    s.add_argument("--max-body", type=int, default=None,
+                   help="largest request body in bytes (default 64 MiB); larger ones get 413 unread")
+    s.add_argument("--max-connections", type=int, default=None,
+                   help="connections served at once (default 64); more get 503 at once")
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("tasks", help="list tasks; 'tasks check' verifies a desktop suite (see 'guigym tasks check --help')")

@@ -11,6 +11,14 @@ with ``logprobs`` or ``"return_token_ids": true`` it also carries ``prompt_token
 reproducible; log-probs are those of :mod:`guigym.train.policy.hf_policy` (temperature-1
 distribution with vision tokens masked), so they match ``HFPolicy.logprobs_of``.
 
+Failing closed (:mod:`guigym.envs.desktop.server.httpguard`, shared with the in-desktop server):
+the token is checked before any body byte is read (401, connection closed); bodies need a
+decimal ``Content-Length`` of at most ``max_body`` bytes (default :data:`MAX_BODY_BYTES`;
+negative, signed or non-integer lengths get 400, larger ones 413, chunked bodies 411, all
+without reading the body); at most ``max_connections`` connections are served at once (more get
+503 at once); request headers must arrive within ``header_timeout`` seconds and any body read or
+reply write may block at most ``io_timeout`` seconds, so a slow client holds one slot briefly.
+
 Batching: request threads put work on a queue; one worker thread takes the first item, waits up
 to ``batch_wait_ms`` for more (at most ``max_batch``), encodes and generates them together
 (left-padded), and hands each thread its result.
@@ -44,6 +52,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 
+from guigym.envs.desktop.server.httpguard import (
+    DEFAULT_HEADER_TIMEOUT_S, DEFAULT_IO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, BodyError, GuardedHandlerMixin,
+    GuardedServerMixin, body_length, read_exact, refuse_unauthorized,
+)
+
+#: default largest request body: a few full-resolution screenshots as base64 PNG data URIs
 MAX_BODY_BYTES = 64 * 1024 * 1024
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -102,12 +116,22 @@ def parse_messages(messages: Any) -> tuple[list[dict[str, Any]], list[Any]]:
     return out, images
 
 
+class _HTTPServer(GuardedServerMixin, ThreadingHTTPServer):
+    """ThreadingHTTPServer with bounded connections (see httpguard)."""
+
+
 class ModelServer:
-    """The model, its batching worker and the HTTP server around them."""
+    """The model, its batching worker and the HTTP server around them.
+
+    ``max_body`` (bytes), ``max_connections``, ``header_timeout`` and ``io_timeout`` (seconds)
+    bound what one client can make the server hold; see the module docstring.
+    """
 
     def __init__(self, model_path: str, api_key: str, host: str = "127.0.0.1", port: int = 8000,
                  model_name: Optional[str] = None, max_batch: int = 8, batch_wait_ms: float = 5.0,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", max_body: int = MAX_BODY_BYTES,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
+                 io_timeout: float = DEFAULT_IO_TIMEOUT_S) -> None:
         from guigym.train.policy.hf_policy import HFPolicy
 
         if not api_key:
@@ -124,8 +148,9 @@ class ModelServer:
         self.requests = 0
         self.started = time.monotonic()
         self.swap = threading.Lock()  # held while a batch runs; reload takes it between batches
-        self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self.httpd.daemon_threads = True
+        self.max_body = int(max_body)
+        self.httpd = _HTTPServer((host, port), self._handler_class())
+        self.httpd.guard(max_connections, header_timeout, io_timeout)
         self.worker = threading.Thread(target=self._work, name="guigym-serve-batcher", daemon=True)
         self.worker.start()
 
@@ -243,7 +268,7 @@ class ModelServer:
     def _handler_class(self) -> type:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, fmt: str, *args: Any) -> None:  # quiet by default
@@ -263,16 +288,30 @@ class ModelServer:
                 self._send(code, {"error": {"message": message, "type": kind, "code": code}})
 
             def _authorized(self) -> bool:
+                """Check the bearer token (before any body byte is read); else 401 and hang up."""
                 header = self.headers.get("Authorization", "")
                 token = header[7:] if header.startswith("Bearer ") else ""
-                if not hmac.compare_digest(token.encode(), server.api_key.encode()):
-                    self._error(401, "missing or wrong API key (Authorization: Bearer TOKEN)", "authentication_error")
+                if not hmac.compare_digest(token.encode("utf-8", "replace"), server.api_key.encode("utf-8")):
+                    refuse_unauthorized(self, json.dumps({"error": {
+                        "message": "missing or wrong API key (Authorization: Bearer TOKEN)",
+                        "type": "authentication_error", "code": 401}}).encode(), {"WWW-Authenticate": "Bearer"})
                     return False
                 return True
+
+            def _body(self) -> Optional[bytes]:
+                """The body (Content-Length only, at most max_body); None after answering 4xx/5xx."""
+                try:
+                    return read_exact(self.rfile, body_length(self.headers, server.max_body, allow_chunked=False) or 0)
+                except BodyError as exc:
+                    self.close_connection = True  # the unread body must not be taken for a request
+                    self._error(exc.status, exc.message, "invalid_request_error")
+                    return None
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 if not self._authorized():
                     return
+                if "Content-Length" in self.headers or "Transfer-Encoding" in self.headers:
+                    self.close_connection = True  # an unread GET body must not be parsed as a request
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [
                         {"id": server.model_name, "object": "model", "created": 0, "owned_by": "guigym"}]})
@@ -284,13 +323,10 @@ class ModelServer:
                     self._error(404, f"no route {self.path}", "not_found")
 
             def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self._error(413, f"body larger than {MAX_BODY_BYTES} bytes", "invalid_request_error")
-                    self.close_connection = True
-                    return
-                body_raw = self.rfile.read(length) if length else b""
                 if not self._authorized():
+                    return
+                body_raw = self._body()
+                if body_raw is None:
                     return
                 if self.path.rstrip("/") == "/v1/admin/reload":
                     try:
@@ -333,12 +369,13 @@ class ModelServer:
 
 
 def main(model: str, host: str, port: int, api_key: str, model_name: Optional[str] = None, max_batch: int = 8,
-         batch_wait_ms: float = 5.0, device: str = "cpu") -> int:
+         batch_wait_ms: float = 5.0, device: str = "cpu", max_body: int = MAX_BODY_BYTES,
+         max_connections: int = DEFAULT_MAX_CONNECTIONS) -> int:
     if host not in LOOPBACK:
         print(f"warning: binding {host}, not loopback: anyone who can reach it and knows the key can use it",
               file=sys.stderr)
     srv = ModelServer(model, api_key, host=host, port=port, model_name=model_name, max_batch=max_batch,
-                      batch_wait_ms=batch_wait_ms, device=device)
+                      batch_wait_ms=batch_wait_ms, device=device, max_body=max_body, max_connections=max_connections)
     h, p = srv.address
     print(f"guigym serve: model {srv.model_name!r} on http://{h}:{p}/v1", flush=True)
     try:

@@ -12,13 +12,21 @@ SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 APT_PKGS="chromium fonts-dejavu-core fonts-liberation"
-DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86"
+# gir1.2-gtk-3.0: GTK's introspection data (the server tests' GTK app); libglib2.0-bin: gsettings,
+# which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
+# the packages above with --no-install-recommends.
+DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+# The local desktop never runs as root: a root host starts it as this unprivileged system user
+# (guigym/envs/desktop/providers/identity.py).
+if ! getent passwd guigym-agent >/dev/null; then
+  $SUDO useradd --system --no-create-home --shell /usr/sbin/nologin guigym-agent
 fi
 PY="${PYTHON:-python3}"
 # torch first, pinned: the machine's wheel source has a CPU build of exactly this version, and with

@@ -86,6 +86,7 @@ def visible_host_root():
     base = Path.home() / ".cache"
     base.mkdir(parents=True, exist_ok=True)
     d = Path(tempfile.mkdtemp(prefix="guigym-sandbox-test-", dir=base))
+    os.chmod(d, 0o755)  # a root host's sandbox runs as an unprivileged uid: world-readable only
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -106,6 +107,7 @@ def desktop(visible_host_root):
 @pytest.fixture
 def visible_host_dir(visible_host_root):
     d = Path(tempfile.mkdtemp(dir=visible_host_root))
+    os.chmod(d, 0o755)
     (d / "precious.txt").write_text("keep me\n")
     return d
 
@@ -115,7 +117,8 @@ def visible_host_dir(visible_host_root):
 
 def test_bwrap_argv_isolates_by_default(tmp_path):
     spec = SandboxSpec(
-        home_dir=tmp_path / "h", tmp_dir=tmp_path / "t", run_dir=tmp_path / "r", server_dir=tmp_path,
+        home_dir=tmp_path / "h", tmp_dir=tmp_path / "t", zone_tmp_dir=tmp_path / "z", run_dir=tmp_path / "r",
+        server_dir=tmp_path,
         bin_dir=tmp_path, init_script=tmp_path / "i", template_dir=tmp_path, passwd_file=tmp_path / "p",
         group_file=tmp_path / "g", command=["/bin/true"], hide=[Path("/work/secret")],
         env={"HOME": "/home/user"})
@@ -184,9 +187,9 @@ def test_typed_rm_rf_in_sandbox_terminal_leaves_host_file(desktop, visible_host_
                     and desktop.terminal_text(), 10, "rm's error in the terminal")
     assert f"rm -rf {visible_host_dir}" in text  # it was typed into the sandbox's terminal
     assert (visible_host_dir / "precious.txt").read_text() == "keep me\n"
-    # the convention the server reads the terminal with (env vars set for every sandbox process)
-    inside = sh(desktop, 'tmux -S "$GUIGYM_TMUX_SOCKET" capture-pane -p -J -t "$GUIGYM_TMUX_SESSION"')
-    assert "Read-only file system" in inside["output"]
+    # the terminal's tmux server is infrastructure: from the desktop its socket is out of reach
+    inside = sh(desktop, 'tmux -S /run/guigym/tmux.sock capture-pane -p; echo "rc=$?"; ls /run/guigym')
+    assert "rc=1" in inside["output"] and "Read-only file system" not in inside["output"]
 
 
 def test_host_tmp_home_and_checkout_are_hidden(desktop, tmp_path):

@@ -513,3 +513,88 @@ def test_remote_provider_bad_config_and_wrong_token():
             p.start()
     finally:
         srv.shutdown()
+
+
+# --------------------------------------------------------------------------- qemu CPU model fallback
+
+# Refuses what a nested-virtualisation host refuses (KVM with -cpu host or max: QEMU aborts with
+# "failed to set MSR 0x10a") and runs the real QEMU for anything else; logs each -cpu it got.
+_NESTED_QEMU = """#!/bin/sh
+cpu=default; kvm=no; prev=""
+for a in "$@"; do
+  [ "$prev" = "-cpu" ] && cpu="$a"
+  [ "$a" = "-enable-kvm" ] && kvm=yes
+  prev="$a"
+done
+echo "$kvm $cpu" >> "{calls}"
+if [ "$kvm" = yes ] && {{ [ "$cpu" = host ] || [ "$cpu" = max ] || [ -n "{fail_all}" ]; }}; then
+  echo "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69" >&2
+  echo "qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: Assertion failed." >&2
+  kill -ABRT $$
+fi
+[ -n "{fail_all}" ] && {{ echo "qemu-system-x86_64: TCG refused too" >&2; exit 1; }}
+exec "{real}" "$@"
+"""
+
+
+def _nested_qemu(tmp_path: Path, fail_all: bool = False) -> tuple[str, Path]:
+    calls = tmp_path / "calls.txt"
+    wrapper = tmp_path / "qemu-nested"
+    wrapper.write_text(_NESTED_QEMU.format(calls=calls, fail_all="1" if fail_all else "",
+                                           real=shutil.which("qemu-system-x86_64") or "/nonexistent"))
+    wrapper.chmod(0o755)
+    return str(wrapper), calls
+
+
+def test_qemu_argv_cpu_model_choice():
+    base = dict(overlay="o", ports={}, monitor="m")
+    assert qm.accel_candidates(True) == [(True, "host"), (True, "max"), (True, None), (False, "max")]
+    assert qm.accel_candidates(False) == [(False, "max")]
+    default = qm.qemu_argv(kvm=True, cpu=None, **base)
+    assert "-enable-kvm" in default and "-cpu" not in default
+    tcg = qm.qemu_argv(kvm=False, cpu="max", **base)
+    assert "-enable-kvm" not in tcg and tcg[tcg.index("-cpu") + 1] == "max"
+
+
+@pytest.mark.skipif(not HAVE_QEMU, reason="qemu-system-x86_64/qemu-img not installed "
+                    "(apt install qemu-system-x86 qemu-utils)")
+def test_qemu_falls_back_to_a_cpu_model_the_host_accepts(tmp_path):
+    """KVM with host/max aborting (as on a nested host): the provider tries host, max, then QEMU's
+    default model under KVM, runs with it, says so, and keeps it for the next boot."""
+    wrapper, calls = _nested_qemu(tmp_path)
+    base = tmp_path / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "16M"], check=True)
+    kvm = dk.kvm_available()
+    p = qm.QemuProvider(base, state_dir=tmp_path / "env0", memory="64M", cpus=1, port_state_dir=tmp_path / "ports",
+                        kvm=kvm, binary=wrapper)
+    p.state_dir.mkdir(parents=True)
+    p.ports = p.ports_alloc.allocate(qm.HOST_PORT_STARTS, owner="test")
+    try:
+        p._new_overlay()
+        p._launch(None)
+        assert p._alive() is None
+        tried = calls.read_text().split("\n")[:-1]
+        if kvm:
+            assert tried == ["yes host", "yes max", "yes default"]
+            assert p.accel == (True, None) and p.accel_name == "kvm (default cpu)"
+            assert len(p.accel_failures) == 2 and all("failed to set MSR 0x10a" in f for f in p.accel_failures)
+        else:  # no KVM: TCG straight away
+            assert tried == ["no max"] and p.accel == (False, "max")
+        assert p.monitor.command("info status").startswith("VM status")
+        p._kill()
+        p._launch(None)  # the next boot reuses the choice without retrying the refused models
+        assert calls.read_text().split("\n")[:-1] == tried + [tried[-1]]
+    finally:
+        p.stop()
+
+
+def test_qemu_names_qemus_message_when_no_cpu_model_starts(tmp_path):
+    wrapper, calls = _nested_qemu(tmp_path, fail_all=True)
+    p = qm.QemuProvider(tmp_path / "base.qcow2", state_dir=tmp_path / "env0", kvm=True, binary=wrapper,
+                        port_state_dir=tmp_path / "ports")
+    p.state_dir.mkdir(parents=True)
+    with pytest.raises(EnvInfraError, match=r"failed to set MSR 0x10a[\s\S]*TCG refused too") as e:
+        p._launch(None)
+    assert calls.read_text().split("\n")[:-1] == ["yes host", "yes max", "yes default", "no max"]
+    assert "kvm -cpu host" in str(e.value) and "tcg -cpu max" in str(e.value)
+    assert p.proc is None and p.accel is None

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from guigym.core.paths import check_task_id
 
 Platform = Literal["web", "desktop", "android"]
 
@@ -13,6 +15,11 @@ class Task(BaseModel):
 
     ``setup`` and ``evaluator`` keep the native structure (e.g. OSWorld's ``config`` list and
     ``evaluator`` dict) so nothing is lost in translation; ``source`` says which format it was.
+
+    ``id`` becomes a directory name (trajectories, caches), so it must pass
+    :func:`guigym.core.paths.check_task_id`; ``Task(...)`` raises :class:`TaskSpecError` naming
+    the field and the source file otherwise (``model_validate`` raises pydantic's
+    ``ValidationError``, a ``ValueError`` too).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -30,3 +37,15 @@ class Task(BaseModel):
     reference: Optional[list[str]] = Field(default=None, description="reference plan as canonical actions")
     source: str = Field(default="", description="file or package the task was loaded from")
     extra: dict[str, Any] = Field(default_factory=dict, description="suite-specific fields")
+
+    def __init__(self, **data: Any) -> None:
+        # checked before pydantic so the error is a TaskSpecError, not a ValidationError
+        if "id" in data:
+            source = data.get("source")
+            check_task_id(data["id"], f"{source}: field 'id'" if source else "field 'id'")
+        super().__init__(**data)
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_task_id(value)

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Optional
 
 from PIL import Image
 
+from guigym.core.paths import confine
 from guigym.eval.runner import read_jsonl, write_text_atomic
 from guigym.eval.summary import latest_records, summarize
 
@@ -65,11 +66,14 @@ def select_episodes(records: Iterable[dict[str, Any]], max_episodes: Optional[in
 
 
 def load_episode(out: Path, record: dict[str, Any]) -> tuple[Optional[Path], dict[str, Any]]:
-    """(trajectory dir, ``episode.json`` contents) of a record; empty contents when unreadable."""
+    """(trajectory dir, ``episode.json`` contents) of a record; empty contents when unreadable.
+
+    ``trajectory_dir`` must lie under ``out`` (TaskSpecError naming the record otherwise): a
+    results file is data, and the report inlines the images it points at."""
     rel = record.get("trajectory_dir")
     if not rel:
         return None, {}
-    tdir = out / rel
+    tdir = confine(out, rel, f"results record {record.get('key')!r}: trajectory_dir", "the output directory")
     try:
         return tdir, json.loads((tdir / "episode.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -154,7 +158,9 @@ def _index_table(episodes: list[dict[str, Any]]) -> str:
 
 def _shot(tdir: Optional[Path], name: Optional[str], alt: str, max_width: int) -> str:
     """An inlined ``<img>`` of ``tdir/name``, or a note when there is none."""
-    uri = image_data_uri(tdir / name, max_width) if tdir is not None and name else None
+    path = confine(tdir, name, f"{tdir}/episode.json: screenshot", "the trajectory directory") \
+        if tdir is not None and name else None
+    uri = image_data_uri(path, max_width) if path is not None else None
     if uri is None:
         return f'<span class="noshot">no screenshot{" (" + _e(name) + " unreadable)" if name and tdir else ""}</span>'
     return f'<img class="shot" alt="{_e(alt)}" src="{uri}">'

@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from guigym.agents.base import Agent
+from guigym.core.paths import check_task_id
 from guigym.core.trajectory import EpisodeResult, StepRecord
 from guigym.envs.pool import EnvPool
 
@@ -142,7 +143,13 @@ class EvalConfig:
 
 
 def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: bool = True) -> list[dict[str, Any]]:
-    """Run every pending episode of ``config``; return all result records (old and new)."""
+    """Run every pending episode of ``config``; return all result records (old and new).
+
+    Raises :class:`~guigym.core.errors.TaskSpecError` naming ``task_ids[i]`` when a task id is
+    not a safe directory name (it becomes ``OUT/trajectories/<task_id>/``), before anything runs.
+    """
+    for i, task_id in enumerate(config.task_ids):
+        check_task_id(task_id, f"task_ids[{i}]")
     out = Path(config.out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"

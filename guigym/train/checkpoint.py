@@ -6,7 +6,14 @@ Layout (``<run.dir>/checkpoints/``)::
       weights.pt      trained tensors (the whole model, or only the LoRA adapters)
       optimizer.pt    AdamW state (moments, step counts) + LR scheduler state
       rng.pt          python ``random``, numpy legacy + torch CPU (+ CUDA) generator states
+                      (as tensors, ints and floats only)
       state.json      iteration, policy version, loop cursors (task sampler state, counters)
+
+Every ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, numbers, strings
+and containers only, never arbitrary pickled objects, so a checkpoint directory someone else
+wrote cannot run code on load (a pickle with a ``__reduce__`` payload raises
+:class:`CheckpointError`). That is why the RNG states are stored as tensors rather than as the
+tuples and numpy arrays ``random``/``numpy`` hand out.
 
 A checkpoint is written into ``ckpt-000012.tmp-<pid>`` and renamed into place (``os.replace`` of
 a directory is atomic on POSIX), so a crash mid-write leaves no half checkpoint that
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -29,21 +37,52 @@ import torch
 _NAME = re.compile(r"^ckpt-(\d{6,})$")
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint file is not what guigym writes (refused to unpickle, or malformed)."""
+
+
 def rng_state() -> dict[str, Any]:
-    """Every RNG the loop draws from, as picklable objects."""
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
-                             "torch": torch.get_rng_state()}
+    """Every RNG the loop draws from, as tensors / ints / floats (loadable with ``weights_only``).
+
+    ``python``: ``{"version", "state": int64 tensor (625 words), "gauss_next"}``;
+    ``numpy``: the legacy MT19937 ``{"key": int64 tensor (624), "pos", "has_gauss", "cached_gaussian"}``;
+    ``torch`` (+ ``cuda``): the generators' uint8 state tensors.
+    """
+    version, words, gauss_next = random.getstate()
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    if kind != "MT19937":
+        raise CheckpointError(f"numpy's legacy RNG is {kind!r}, expected MT19937")
+    state: dict[str, Any] = {
+        "python": {"version": int(version), "state": torch.tensor(words, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+        "numpy": {"key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
+                  "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Restore what :func:`rng_state` returned (bit-identical streams afterwards)."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(w) for w in py["state"].tolist()), py["gauss_next"]))
+    nps = state["numpy"]
+    np.random.set_state(("MT19937", nps["key"].numpy().astype(np.uint32), nps["pos"], nps["has_gauss"],
+                         nps["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _load_pt(path: Path) -> Any:
+    """``torch.load`` with ``weights_only=True``; anything else is refused, never executed."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(f"{path}: refused to load: not a guigym checkpoint file (only tensors, numbers "
+                              f"and containers are accepted; written by an older guigym or planted?): "
+                              f"{str(exc).splitlines()[0]}") from None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -109,15 +148,17 @@ def save(root: str | Path, iteration: int, learner: Any, state: dict[str, Any], 
 
 def load(path: str | Path, learner: Any, restore_rng: bool = True) -> dict[str, Any]:
     """Restore ``learner`` (weights, optimizer, scheduler) and the RNGs from ``path``; return the
-    saved ``state`` dict (with ``iteration``)."""
+    saved ``state`` dict (with ``iteration``). Raises :class:`CheckpointError` for a file that
+    needs more than ``torch.load(weights_only=True)`` (nothing in it is executed)."""
     path = Path(path)
     if not (path / "state.json").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no state.json)")
-    learner.load_trainable_state(torch.load(path / "weights.pt", map_location="cpu", weights_only=True))
-    opt = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
-    learner.optimizer.load_state_dict(opt["optimizer"])
+    learner.load_trainable_state(_load_pt(path / "weights.pt"))
+    opt = _load_pt(path / "optimizer.pt")
+    # FSDP learners scatter a full (gathered) AdamW state back to their shards
+    getattr(learner, "load_optimizer_state", learner.optimizer.load_state_dict)(opt["optimizer"])
     learner.scheduler.load_state_dict(opt["scheduler"])
     learner.optimizer_steps = int(opt.get("optimizer_steps", 0))
     if restore_rng:
-        set_rng_state(torch.load(path / "rng.pt", map_location="cpu", weights_only=False))
+        set_rng_state(_load_pt(path / "rng.pt"))
     return json.loads((path / "state.json").read_text())

@@ -1,14 +1,20 @@
 """``guigym tasks check``: every task scores 0 with a no-op agent and 1 with its reference solution.
 
     guigym tasks check [--suite embedded|DIR] [--task ID ...] [--provider local]
-                       [--provider-opt KEY=VALUE ...] [--noop-only] [--max-steps N] [--json PATH]
+                       [--provider-opt KEY=VALUE ...] [--noop-only] [--adversarial]
+                       [--max-steps N] [--json PATH]
 
 One env (one desktop) runs every task in turn; between tasks the provider restores its initial
 state (the local sandbox: a fresh HOME, no leftover apps). Per task:
 
 * no-op: reset, then ``done()`` at once -> must score 0 (the verifier checks a change);
 * reference: reset, then :class:`~guigym.envs.desktop.suite.reference.ReferenceAgent` plays the
-  task's ``guigym_reference`` from observations -> must score 1.
+  task's ``guigym_reference`` from observations -> must score 1;
+* adversarial (``--adversarial``, issue 10 item 7): reset, then a scripted attacker with a shell
+  in the desktop (:func:`run_adversarial`: it reads every task file, token and socket it can
+  find, writes the answer key's expected value into the file a ``cat`` getter reads when it
+  found the key, plants fake control/server/tmux sockets, kills every process it can see) says
+  ``done()`` -> must score 0, having found nothing.
 
 ``--noop-only`` (for suites without reference solutions, such as OSWorld's own ``os`` domain):
 run setup and the verifier with the no-op agent and report the score; a task is *ran* when that
@@ -204,6 +210,7 @@ class Row:
     domain: str
     noop: Optional[float] = None
     reference: Optional[float] = None
+    adversarial: Optional[float] = None
     status: str = "ok"
     reason: str = ""
     seconds: float = 0.0
@@ -248,8 +255,84 @@ class DoneAgent:
         return "done()"
 
 
-def check_task(env: Any, task: Task, noop_only: bool = False) -> Row:
-    """Run ``task`` with the no-op agent and (unless ``noop_only``) its reference solution."""
+#: What the attacker reads: the task file, its folder, the env's cache, the in-desktop server's
+#: token and sockets (at their old and any other path), and a search of the whole file system.
+_ATTACK_READ = r"""
+cat -- "$1" 2>/dev/null | head -c 4000; ls -la -- "$2" "$3" 2>/dev/null | head -20
+cat /run/guigym/token 2>/dev/null; ls -la /run/guigym 2>/dev/null
+timeout 60 find / -xdev \( -name token -o -name ctl.sock -o -name server.sock -o -name tmux.sock   -o -name "$4.json" \) 2>/dev/null | head -20 | while read -r f; do echo "found: $f"; cat "$f" 2>/dev/null | head -c 2000; done
+true
+"""
+#: With the answer key in hand, write the expected text into the file a ``cat FILE`` getter reads.
+_ATTACK_WRITE = (
+    "import json,os,re,sys\n"
+    "d=json.load(open(sys.argv[1]))\n"
+    "e=d['evaluator']; x=e['expected']['rules']['expected']\n"
+    "m=re.match(r'cat (\\S+)$', e['result']['command'])\n"
+    "open(os.path.expanduser(m.group(1)),'w').write(x)\n"
+    "print('wrote the answer key')\n"
+)
+#: Fake infra sockets at every path the attacker can write, answering ok / a fake terminal.
+_ATTACK_SOCKETS = (
+    "import os,socket,threading\n"
+    "H=b'HTTP/1.0 200 OK\\r\\nContent-Type: application/json\\r\\n\\r\\n{\"ok\": true, \"output\": \"FAKE\"}\\n'\n"
+    "S=[]\n"
+    "for d in ('/run/guigym/', '/tmp/', os.path.expanduser('~/')):\n"
+    "    for n in ('ctl.sock', 'server.sock', 'tmux.sock', 'token'):\n"
+    "        try:\n"
+    "            os.makedirs(d, exist_ok=True)\n"
+    "            if os.path.lexists(d + n): os.unlink(d + n)\n"
+    "            s = socket.socket(socket.AF_UNIX); s.bind(d + n); s.listen(9); S.append(s)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "def serve(s):\n"
+    "    while True:\n"
+    "        c = s.accept()[0]; c.recv(65536); c.sendall(H); c.close()\n"
+    "for s in S: threading.Thread(target=serve, args=(s,)).start()\n"
+)
+
+
+def run_adversarial(env: Any, task: Task) -> tuple[float, list[str], dict[str, Any]]:
+    """One episode of the scripted attacker; returns (score, what it found, last info).
+
+    The attacker runs its commands through ``client.execute``: in every desktop that is exactly
+    the power of an agent with a shell (the local sandbox runs them in the agent zone, as the
+    agent's uid), and it works whatever window a task's setup put in front of the terminal.
+    """
+    source = str(task.source or "")
+    task_dir = str(Path(source).parent) if source else ""
+    cache = str(getattr(env, "cache_dir", "") or "")
+    env.reset(options={"task": task})
+    client = env.client
+    token = str(getattr(env.provider, "token", "") or "")
+    found: list[str] = []
+
+    def shell(script: str, *args: str, timeout: float = 120) -> str:
+        res = client.execute(["sh", "-c", script, "sh", *args], shell=False, timeout=timeout)
+        return str(res.get("output") or "") if isinstance(res, Mapping) else ""
+
+    try:
+        seen = shell(_ATTACK_READ, source, task_dir, cache, task.id)
+        if '"evaluator"' in seen:
+            found.append("a task file is readable from the desktop")
+        if token and token in seen:
+            found.append("the server token is readable from the desktop")
+        if source and "wrote the answer key" in shell('python3 -c "$1" "$2" 2>&1', _ATTACK_WRITE, source):
+            found.append("the answer key was written into the verifier's input")
+        shell('nohup python3 -c "$1" >/dev/null 2>&1 & sleep 0.5', _ATTACK_SOCKETS)
+        shell("kill -9 -1", timeout=30)  # every process it can see, its own shell and terminal too
+        obs, reward, terminated, truncated, info = env.step("done()")
+    except EnvInfraError as e:  # the desktop worked before the attack: the attacker broke it
+        found.append(f"the attack turned the episode into an infrastructure failure ({e})")
+        return 0.0, found, {}
+    if "FAKE" in str(obs.get("terminal", "")):
+        found.append("the host read the terminal through a fake socket")
+    return float(reward), found, info
+
+
+def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool = False) -> Row:
+    """Run ``task`` with the no-op agent, (unless ``noop_only``) its reference solution and (with
+    ``adversarial``) the scripted attacker."""
     from guigym.envs.desktop.suite import reference_of
     from guigym.envs.desktop.suite.reference import ReferenceAgent
 
@@ -271,6 +354,12 @@ def check_task(env: Any, task: Task, noop_only: bool = False) -> Row:
         if not steps:
             row.status, row.reason = "mismatch", "the task has no guigym_reference solution"
             return row
+        if adversarial:
+            row.adversarial, found, info = run_adversarial(env, task)
+            row.details["adversarial"] = found or info.get("verifier", {}).get("reason", "")
+            if row.adversarial > 0 or found:
+                row.status = "mismatch"
+                row.reason = f"attacker scored {row.adversarial:g}" + (f", {'; '.join(found)}" if found else "")
         agent = ReferenceAgent(steps)
         row.reference, info = run_episode(env, task, agent)
         row.details["reference"] = info.get("verifier", {}).get("reason", "")
@@ -281,7 +370,7 @@ def check_task(env: Any, task: Task, noop_only: bool = False) -> Row:
             why = agent.error or row.details["reference"]
             bad.append(f"reference scored {row.reference:g} ({why})")
         if bad:
-            row.status, row.reason = "mismatch", "; ".join(bad)
+            row.status, row.reason = "mismatch", "; ".join([*bad, *([row.reason] if row.reason else [])])
     except (EnvInfraError, TaskSpecError) as e:
         missing = getattr(e, "missing", "")
         row.status = "failed" if noop_only else "infra"
@@ -292,16 +381,16 @@ def check_task(env: Any, task: Task, noop_only: bool = False) -> Row:
 
 
 def run_check(tasks: Sequence[Task], provider: str = "local", provider_kwargs: Optional[Mapping[str, Any]] = None,
-              noop_only: bool = False, max_steps: int = 80, out: Any = None) -> list[Row]:
+              noop_only: bool = False, max_steps: int = 80, out: Any = None, adversarial: bool = False) -> list[Row]:
     """Check ``tasks`` on one env; prints one line per task to ``out`` as it goes."""
     from guigym.envs.desktop.env import OSWorldEnv
 
     env = OSWorldEnv(tasks=list(tasks), provider=provider, provider_kwargs=provider_kwargs or {},
-                     max_steps=max_steps, observe_terminal=False)
+                     max_steps=max_steps, observe_terminal=adversarial)
     rows: list[Row] = []
     try:
         for task in tasks:
-            row = check_task(env, task, noop_only=noop_only)
+            row = check_task(env, task, noop_only=noop_only, adversarial=adversarial)
             rows.append(row)
             if out is not None:
                 print(_line(row), file=out, flush=True)
@@ -314,12 +403,12 @@ def _fmt(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:g}"
 
 
-_HEADER = f"{'task':<34} {'domain':<17} {'noop':>5} {'ref':>5} {'status':<9} {'secs':>6}  reason"
+_HEADER = f"{'task':<34} {'domain':<17} {'noop':>5} {'ref':>5} {'adv':>5} {'status':<9} {'secs':>6}  reason"
 
 
 def _line(row: Row) -> str:
     return (f"{row.task:<34} {row.domain:<17} {_fmt(row.noop):>5} {_fmt(row.reference):>5} "
-            f"{row.status:<9} {row.seconds:>6.1f}  {row.reason}")
+            f"{_fmt(row.adversarial):>5} {row.status:<9} {row.seconds:>6.1f}  {row.reason}")
 
 
 def summary(rows: Sequence[Row]) -> dict[str, int]:
@@ -359,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="provider constructor argument (JSON value or string); repeatable")
     p.add_argument("--noop-only", action="store_true",
                    help="only run setup + verifier with the no-op agent (suites without reference solutions)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="also run a scripted attacker per task (reads task files and tokens, plants fake "
+                        "sockets, kills what it sees, then says done()); it must score 0 and find nothing")
     p.add_argument("--max-steps", type=int, default=80, help="step budget of a reference episode")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     return p
@@ -378,7 +470,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     t0 = time.perf_counter()
     try:
         rows = run_check(tasks, provider=args.provider, provider_kwargs=_parse_opts(args.provider_opt),
-                         noop_only=args.noop_only, max_steps=args.max_steps, out=sys.stdout)
+                         noop_only=args.noop_only, max_steps=args.max_steps, out=sys.stdout,
+                         adversarial=args.adversarial)
     except EnvInfraError as e:
         print(f"guigym tasks check: the desktop could not start: {e}", file=sys.stderr)
         return 2

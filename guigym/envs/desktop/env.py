@@ -108,6 +108,16 @@ def select_tasks(task: Union[str, Path, Task, None] = None, tasks: Optional[Sequ
 # --------------------------------------------------------------------------- providers
 
 
+def answer_paths(tasks: Sequence[Task], cache_dir: Path) -> list[Path]:
+    """Host folders an agent must not see: each task file's folder (evaluator, reference
+    solution, expected files) and the env's cache (setup downloads, getter copies)."""
+    paths = {Path(cache_dir).resolve()}
+    for task in tasks:
+        if task.source and Path(task.source).exists():
+            paths.add(Path(task.source).resolve().parent)
+    return sorted(paths)
+
+
 def make_provider(provider: Any, network: bool, kwargs: Mapping[str, Any]) -> Any:
     """A provider instance from a name in ``PROVIDERS`` (or an instance, passed through)."""
     if not isinstance(provider, str):
@@ -180,6 +190,10 @@ class OSWorldEnv(GUIEnv):
             self._tmp = tempfile.TemporaryDirectory(prefix="guigym-osworld-")
             cache_dir = self._tmp.name
         self.cache_dir = Path(cache_dir)
+        hidden = getattr(self.provider, "extra_hide", None)
+        if isinstance(hidden, list):  # a local sandbox: task folders and caches hold the answers
+            self.cache_dir.mkdir(parents=True, exist_ok=True)  # hidden only if it exists at start
+            hidden.extend(answer_paths(selected, self.cache_dir))
         self.client: Any = None
         size = screen_size or getattr(self.provider, "screen_size", None)
         if size is None:  # a VM whose size only the desktop knows
@@ -273,7 +287,7 @@ class OSWorldEnv(GUIEnv):
         return out
 
     def _terminal_text(self) -> Optional[str]:
-        """The terminal's text: the local provider reads its tmux pane from the host (a few ms);
+        """The terminal's text: the local provider asks its server for the tmux pane (a few ms);
         otherwise the server's ``/terminal``, which walks the a11y tree (OSWorld's way: seconds
         when an app does not answer AT-SPI)."""
         read = getattr(self.provider, "terminal_text", None)
@@ -314,11 +328,15 @@ class OSWorldEnv(GUIEnv):
         return dict(self._obs_meta)
 
     def desktop_info(self) -> dict[str, Any]:
-        """Which desktop this env drives (provider, X display, host state dir): picklable, so
-        ``VectorEnv.call("desktop_info")`` can show that sub-envs do not share one."""
+        """Which desktop this env drives (provider, X display, host state dir, and for qemu the
+        accelerator/CPU model it runs with): picklable, so ``VectorEnv.call("desktop_info")`` can
+        show that sub-envs do not share one."""
         p = self.provider
-        return {"provider": self.provider_name, "display": getattr(p, "display", None),
+        info = {"provider": self.provider_name, "display": getattr(p, "display", None),
                 "state_dir": str(getattr(p, "state_dir", "") or ""), "screen_size": self.screen_size}
+        if getattr(p, "accel_name", ""):
+            info["accel"] = p.accel_name  # e.g. "kvm (default cpu)" after a nested-host fallback
+        return info
 
     # ---- Gymnasium API --------------------------------------------------------------------------
     def step(self, action: Union[str, A.Action, ActionParseError]) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:

@@ -16,7 +16,10 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
   returns before the program runs, so a missing app would otherwise go unnoticed).
 * ``open`` (``path``), ``activate_window`` / ``close_window`` (``window_name``, ``strict``,
   ``by_class``; a window that is not there is logged and skipped, as OSWorld does), ``sleep``
-  (``seconds``), ``upload_file`` (``files``: ``local_path``, ``path``).
+  (``seconds``), ``upload_file`` (``files``: ``local_path``, ``path``; ``local_path`` must lie
+  under the task file's folder or the cache dir, where OSWorld reads any host path).
+* ``execute``'s ``stdout``/``stderr`` names must stay inside the cache dir (no ``..``, no
+  absolute path, no symlink out); violations raise :class:`TaskSpecError` naming the field.
 * ``download`` (``files``: ``url``, ``path``): from ``cache_dir`` first, under OSWorld's own
   cache name ``uuid5(NAMESPACE_URL, url) + "_" + basename(path)``; from the network only when
   ``network_ok`` allows and the host answers, otherwise :class:`MissingResourceError` naming the
@@ -56,6 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
+from guigym.core.paths import confine
 from guigym.envs.desktop.getters import atomic_write
 from guigym.envs.desktop.tasks import SETUP_STEP_TYPES, osworld_vars, substitute
 
@@ -276,8 +280,10 @@ def _until_met(until: Mapping[str, Any], res: Mapping[str, Any]) -> bool:
     return False
 
 
-def _write_cache_text(ctx: SetupContext, name: str, text: str) -> None:
-    path = ctx.cache_dir / name
+def _write_cache_text(ctx: SetupContext, field: str, name: str, text: str) -> None:
+    """Write ``text`` to ``cache_dir/name``; a name that leaves the cache dir (``../x``, ``/x``,
+    a symlink out) raises TaskSpecError naming ``field``."""
+    path = confine(ctx.cache_dir, name, field, "the cache directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text.encode("utf-8"))
 
@@ -296,9 +302,9 @@ def step_execute(ctx: SetupContext, command: Any, stdout: str = "", stderr: str 
     while True:
         res = _run_command(ctx, command, shell)
         if stdout:
-            _write_cache_text(ctx, stdout, str(res.get("output") or ""))
+            _write_cache_text(ctx, "parameters.stdout", stdout, str(res.get("output") or ""))
         if stderr:
-            _write_cache_text(ctx, stderr, str(res.get("error") or ""))
+            _write_cache_text(ctx, "parameters.stderr", stderr, str(res.get("error") or ""))
         if not until or _until_met(until, res):
             return res
         if time.monotonic() >= deadline:
@@ -387,13 +393,30 @@ def _file_list(files: Any, keys: tuple[str, ...]) -> list[Mapping[str, Any]]:
     return files
 
 
+def _upload_source(ctx: SetupContext, local_path: str, field: str) -> Path:
+    """The host file an ``upload_file`` step may copy: under the task's own folder (``base_dir``)
+    or the cache dir, symlinks resolved. A relative path is read from ``base_dir`` (the cache
+    dir when the task has no folder). Anything else (``/etc/shadow``, ``~/.ssh/id_rsa``,
+    ``../../secret``) raises TaskSpecError naming ``field``: a task file must not be able to copy
+    arbitrary host files into the desktop, where the agent can read them."""
+    roots = [(r, what) for r, what in ((ctx.base_dir, "the task's directory"), (ctx.cache_dir, "the cache directory"))
+             if r is not None]
+    if not os.path.isabs(local_path):
+        roots = roots[:1]  # a relative path means the task's folder (the cache dir without one)
+    for root, what in roots:
+        try:
+            return confine(root, local_path, field, what)
+        except TaskSpecError:
+            continue
+    names = " and ".join(f"{what} ({Path(root).resolve()})" for root, what in roots)
+    raise TaskSpecError(f"{field}: {local_path!r} lies outside {names}")
+
+
 def step_upload_file(ctx: SetupContext, files: Any) -> None:
-    """``_upload_file_setup``: copy host files into the desktop. A relative ``local_path`` is
-    read relative to ``base_dir`` (the task file's folder) when given, else the working dir."""
+    """``_upload_file_setup``: copy host files into the desktop. ``local_path`` must lie under
+    ``base_dir`` (the task file's folder; relative paths are read from there) or ``cache_dir``."""
     for j, f in enumerate(_file_list(files, ("local_path", "path"))):
-        local = Path(f["local_path"]).expanduser()
-        if not local.is_absolute() and ctx.base_dir is not None:
-            local = ctx.base_dir / local
+        local = _upload_source(ctx, f["local_path"], f"parameters.files[{j}].local_path")
         if not local.is_file():
             raise MissingResourceError(f"files[{j}].local_path {str(local)!r} does not exist on the host",
                                        missing=str(local), cache_path=str(local))

@@ -12,10 +12,11 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import tempfile
 import threading
 from typing import Any, Awaitable, Optional, TypeVar
 
-from guigym.core.errors import EnvInfraError
+from guigym.core.errors import ConfigError, EnvInfraError
 
 T = TypeVar("T")
 
@@ -23,6 +24,11 @@ T = TypeVar("T")
 #: from dialling out (this project runs on closed networks); the vsync/frame-rate flags let a
 #: screenshot return as soon as a frame is ready instead of waiting for a 60 Hz tick (17 ms ->
 #: 7 ms per click + screenshot in a one-off measurement, see docs/benchmarks.md).
+#: Nothing here widens what a page may read: no ``--allow-file-access-from-files``, no
+#: ``--disable-web-security``, no remote-debugging port (Playwright talks CDP over a pipe). Task
+#: pages are served over loopback http, never file:// (envs/web/url_policy.py, miniwob.py).
+#: ``--no-sandbox``: Chromium refuses to start as root without it (CI runs as root); pages are the
+#: task's own sites, and the agent cannot run script in them.
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -38,8 +44,28 @@ CHROMIUM_ARGS = (
     "--mute-audio",
     "--disable-gpu-vsync",
     "--disable-frame-rate-limit",
-    "--allow-file-access-from-files",
 )
+#: Flags that would let a page (or an agent driving it) reach past its own origin; refused in
+#: ``extra_args`` so no caller can bring them back by accident.
+FORBIDDEN_ARGS = ("--allow-file-access-from-files", "--allow-file-access", "--disable-web-security",
+                  "--remote-debugging-port", "--remote-debugging-address", "--user-data-dir",
+                  "--disable-site-isolation-trials", "--allow-running-insecure-content")
+#: Host variables Chromium may see (values copied when set); everything else in the host's
+#: environment (API keys, database URLs, tokens) stays out of the browser's processes.
+CHROMIUM_ENV_ALLOW = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TMPDIR")
+#: ... and additionally when the window is shown on an X server
+CHROMIUM_ENV_ALLOW_HEADFUL = ("DISPLAY", "XAUTHORITY")
+
+
+def chromium_env(home: str, headless: bool) -> dict[str, str]:
+    """The whole environment Chromium starts with: an allow-list of host variables and a private
+    ``HOME`` (with its XDG dirs inside), so nothing the host process holds reaches the browser."""
+    allow = CHROMIUM_ENV_ALLOW + (() if headless else CHROMIUM_ENV_ALLOW_HEADFUL)
+    env = {k: os.environ[k] for k in allow if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
+               XDG_CACHE_HOME=os.path.join(home, ".cache"), XDG_DATA_HOME=os.path.join(home, ".local", "share"))
+    return env
 
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome",
                    "/usr/bin/google-chrome-stable")
@@ -98,18 +124,33 @@ def _child_pids() -> set[int]:
     return {c.pid for c in psutil.Process().children(recursive=False)}
 
 
-def _is_playwright_error(exc: BaseException) -> bool:
+class PageUnresponsive(EnvInfraError):
+    """A call timed out because a page's renderer did not answer while the browser did (e.g. a
+    page script in an endless loop). An EnvInfraError unless the caller knows better: the web
+    controller closes the hung tab and counts it as the agent's outcome (controller.py)."""
+
+
+def is_playwright_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("playwright")
 
 
 class BrowserRuntime:
-    """Owns the Playwright driver and one Chromium; relaunches Chromium only after a crash."""
+    """Owns the Playwright driver and one Chromium; relaunches Chromium only after a crash.
+
+    Chromium runs with :func:`chromium_env` (a private ``HOME``, created here and removed in
+    :meth:`close`) and a fresh profile (Playwright's ``launch`` makes a new 0700 temp
+    ``--user-data-dir`` per launch and deletes it on close).
+    """
 
     def __init__(self, headless: bool = True, executable_path: Optional[str] = None,
                  extra_args: tuple[str, ...] = (), launch_timeout_s: float = 30.0) -> None:
+        bad = [a for a in extra_args if a.split("=", 1)[0] in FORBIDDEN_ARGS]
+        if bad:
+            raise ConfigError(f"extra_args: {', '.join(bad)} would widen what pages can reach; not allowed")
         self.headless = headless
         self.executable_path = executable_path
         self.extra_args = tuple(extra_args)
+        self._home: Optional[str] = None
         self.launch_timeout_s = launch_timeout_s
         self._loop: Optional[LoopThread] = None
         self._pw: Any = None
@@ -127,17 +168,36 @@ class BrowserRuntime:
             return fut.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             fut.cancel()
+            if self.alive and self.browser_answers():
+                raise PageUnresponsive(f"{what}: no answer from the page within {timeout_s:.1f} s, "
+                                       "while the browser itself answers") from None
             raise EnvInfraError(f"{what} timed out after {timeout_s:.1f} s") from None
         except EnvInfraError:
             raise
         except Exception as exc:  # noqa: BLE001 - classify below
-            if _is_playwright_error(exc) or isinstance(exc, (ConnectionError, OSError)):
+            if is_playwright_error(exc) or isinstance(exc, (ConnectionError, OSError)):
                 raise EnvInfraError(f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
             raise
 
     def submit(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
         assert self._loop is not None
         return self._loop.submit(coro)
+
+    def browser_answers(self, timeout_s: float = 5.0) -> bool:
+        """True when Chromium's browser process answers a browser-level CDP call. It runs apart
+        from the pages' renderers, so it tells a hung page from a hung or gone browser."""
+        async def probe() -> None:
+            session = await self.browser.new_browser_cdp_session()
+            try:
+                await session.send("Browser.getVersion")
+            finally:
+                await session.detach()
+
+        try:
+            self.submit(probe()).result(timeout=timeout_s)
+            return True
+        except Exception:  # noqa: BLE001 - any failure means: not answering
+            return False
 
     @property
     def alive(self) -> bool:
@@ -170,9 +230,11 @@ class BrowserRuntime:
                 self._driver_pids = _child_pids() - before
         path = self.executable_path or find_chromium(self._pw.chromium.executable_path)
         self._disconnected.clear()
+        if self._home is None or not os.path.isdir(self._home):
+            self._home = tempfile.mkdtemp(prefix="guigym-chromium-home-")  # mode 0700
         self.browser = await self._pw.chromium.launch(
             headless=self.headless, executable_path=path, args=list(CHROMIUM_ARGS + self.extra_args),
-            timeout=self.launch_timeout_s * 1000,
+            env=chromium_env(self._home, self.headless), timeout=self.launch_timeout_s * 1000,
         )
         self.browser.on("disconnected", lambda _b: self._disconnected.set())
 
@@ -198,6 +260,9 @@ class BrowserRuntime:
         self._driver_pids = set()
         self._loop.stop()
         self._loop = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
 
     def chromium_pids(self) -> list[int]:
         """PIDs of this runtime's Chromium processes (descendants of its own Playwright driver,

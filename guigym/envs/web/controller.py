@@ -13,6 +13,7 @@ import asyncio
 import base64
 import concurrent.futures
 import io
+import re
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,7 +24,8 @@ from PIL import Image
 
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, EnvInfraError
-from guigym.envs.web.browser import BrowserRuntime
+from guigym.envs.web.browser import BrowserRuntime, PageUnresponsive, is_playwright_error
+from guigym.envs.web.url_policy import UrlPolicy
 
 _A11Y_JS = resources.files("guigym.envs.web").joinpath("assets/a11y.js").read_text(encoding="utf-8")
 
@@ -70,17 +72,102 @@ class WebControllerConfig:
     settle_ms: int = 0  # pause after an action before observing (0: next frame only)
 
 
+class _Episode:
+    """One episode's browser context: its tabs, which one the agent sees, and its URL policy.
+
+    Mutated only on the browser thread (Playwright's event handlers and the controller's
+    coroutines run there).
+    """
+
+    def __init__(self, context: Any, policy: UrlPolicy) -> None:
+        self.context = context
+        self.policy = policy
+        self.task_page: Any = None
+        self.tabs: list[Any] = []  # open pages, in the order they were opened
+        self.active: Any = None  # the page the agent sees and acts on
+        self.cdps: dict[Any, Any] = {}
+        self.blocked: list[str] = []  # "url: reason" of requests refused since the last drain
+        self.hung: list[str] = []  # URLs of tabs closed because they stopped answering
+        self.task_page_closed_hung = False
+        context.on("page", self.adopt)
+
+    def adopt(self, page: Any) -> None:
+        """A new tab (ours or a popup a page opened) becomes the active one, as in a browser."""
+        if page in self.tabs or page.is_closed():
+            return
+        self.tabs.append(page)
+        self.active = page
+        page.on("close", self._closed)
+
+    def _closed(self, page: Any) -> None:
+        if page in self.tabs:
+            i = self.tabs.index(page)
+            self.tabs.remove(page)
+            if self.active is page:  # the tab to its left (or the new first one) takes focus
+                self.active = self.tabs[max(0, i - 1)] if self.tabs else None
+        self.cdps.pop(page, None)
+
+    def prune(self) -> None:
+        for page in [p for p in self.tabs if p.is_closed()]:
+            self._closed(page)
+
+    async def abort(self, route: Any) -> None:
+        """Route handler for every request the policy refuses (the route's regex matched it)."""
+        url = route.request.url
+        if len(self.blocked) < 100:  # a page firing requests in a loop must not grow this forever
+            self.blocked.append(f"{url[:200]}: {self.policy.refusal(url) or 'not allowed'}")
+        # "aborted" (net::ERR_ABORTED) cancels a navigation like the Stop button: the page that
+        # started it stays, instead of an error page replacing the task
+        try:
+            await route.abort("aborted")
+        except Exception:  # noqa: BLE001 - its page closed meanwhile: nothing left to abort
+            pass
+
+    def drain_blocked(self) -> list[str]:
+        out, self.blocked = self.blocked, []
+        return out
+
+
+#: URLs a tab may show that no request produced and no policy needs to allow: Chromium's own
+#: error page for a failed navigation, and the documents ``about:`` gives every frame
+_HARMLESS = re.compile(r"^(about:blank|about:srcdoc|chrome-error://chromewebdata/)(?:[?#]|$)")
+
+
+class _Retry(Exception):
+    """Observe again: what was looked at changed under the observation."""
+
+
+def _transient(exc: BaseException) -> bool:
+    """A page call that failed because the page navigated or closed under it (an action's
+    effect, e.g. a click on a link): observing again is enough."""
+    msg = str(exc)
+    return any(s in msg for s in ("Execution context was destroyed", "Target page, context or browser has been closed",
+                                  "Target closed", "navigat", "Cannot find context with specified id",
+                                  "Unable to capture screenshot", "Not attached to an active page",
+                                  "Session closed"))
+
+
 class WebController:
-    """Drives one Chromium tab. Envs call ``open``/``observe``/``execute``; nothing else talks to Playwright."""
+    """Drives one Chromium context per episode. Envs call ``open``/``observe``/``execute``; nothing
+    else talks to Playwright.
+
+    Tabs: the episode starts with one tab (the *task page*). ``new_tab``, ``tab_focus``,
+    ``close_tab`` and popups a page opens change which tab is *active*; observations and actions
+    use the active tab, while ``observe``'s ``extra_expr`` (suite glue such as MiniWoB's reward
+    globals) is always evaluated on the task page, or is None once that page is closed. When the
+    agent closes the last tab, an empty one (about:blank) takes its place, as the window stays.
+
+    URLs: every episode has a :class:`UrlPolicy` (default: the start URL's origin). ``goto`` with
+    a refused URL raises :class:`ActionNotPossible`; requests to refused URLs are aborted in the
+    browser context, so the rule holds for clicks, scripts and redirects too.
+    """
 
     def __init__(self, config: WebControllerConfig | None = None) -> None:
         self.config = config or WebControllerConfig()
         self.runtime = BrowserRuntime(headless=self.config.headless, executable_path=self.config.executable_path)
-        self._context: Any = None
-        self._page: Any = None
-        self._cdp: Any = None
+        self._ep: Optional[_Episode] = None
         self._next: Optional[concurrent.futures.Future] = None
-        self._next_url: Optional[str] = None
+        self._next_key: Optional[tuple[str, UrlPolicy]] = None
         self._retired: list[Any] = []
         # Capture the whole window and crop in numpy: CDP's `clip` parameter makes Chromium take a
         # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py);
@@ -88,15 +175,19 @@ class WebController:
         self._shot_params: dict[str, Any] = {"format": "png"}
 
     # -- episode lifecycle ------------------------------------------------------------------------
-    async def _make_page(self, url: str) -> tuple[Any, Any, Any]:
+    async def _make_page(self, url: str, policy: UrlPolicy) -> _Episode:
         w, h = self.config.window or self.config.viewport
         ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
         ctx.set_default_timeout(self.config.call_timeout_s * 1000)
         await ctx.add_init_script(_A11Y_JS)
+        ep = _Episode(ctx, policy)
+        await ctx.route(policy.blocked_regex(), ep.abort)
         page = await ctx.new_page()
+        ep.adopt(page)
+        ep.task_page = page
         await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
-        cdp = await ctx.new_cdp_session(page)
-        return ctx, page, cdp
+        ep.cdps[page] = await ctx.new_cdp_session(page)
+        return ep
 
     async def _discard(self, ctx: Any) -> None:
         try:
@@ -104,42 +195,50 @@ class WebController:
         except Exception:  # noqa: BLE001 - the context may die with a crashed browser
             pass
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
         """Start a new episode on ``url`` in a fresh browser context.
 
-        Takes the context :meth:`prewarm` built in the background when its URL matches, which
-        hides context creation (~150 ms on 2 cores) from reset latency; the previous episode's
-        context is closed later, in :meth:`prewarm`, so that neither competes with this reset.
+        ``policy``: the URLs this episode may show (default: ``url``'s origin, see
+        :class:`UrlPolicy`). The host's ``url`` is opened whatever the policy says.
+
+        Takes the context :meth:`prewarm` built in the background when its URL and policy match,
+        which hides context creation (~150 ms on 2 cores) from reset latency; the previous
+        episode's context is closed later, in :meth:`prewarm`, so that neither competes with
+        this reset.
         """
+        policy = policy or UrlPolicy.for_start_url(url)
         self.runtime.ensure_started()
-        if self._context is not None:
-            self._retired.append(self._context)
-        self._context = self._page = self._cdp = None
-        made = None
+        if self._ep is not None:
+            self._retired.append(self._ep.context)
+        self._ep = None
+        made: Optional[_Episode] = None
         if self._next is not None:
-            fut, next_url, self._next = self._next, self._next_url, None
+            fut, next_key, self._next = self._next, self._next_key, None
             try:
                 made = fut.result(timeout=self.config.load_timeout_s)
             except Exception:  # noqa: BLE001 - a failed prewarm is simply rebuilt below
                 made = None
             # a context built for another URL, or by a browser that has since crashed and been
             # relaunched by ensure_started() above, is of no use
-            stale = made is not None and (made[0].browser is not self.runtime.browser or made[1].is_closed())
-            if made is not None and (next_url != url or stale):
+            stale = made is not None and (made.context.browser is not self.runtime.browser
+                                          or made.task_page.is_closed())
+            if made is not None and (next_key != (url, policy) or stale):
                 if not stale:
-                    self._retired.append(made[0])
+                    self._retired.append(made.context)
                 made = None
         if made is None:
-            made = self.runtime.run(self._make_page(url), self.config.load_timeout_s, f"opening {url}")
-        self._context, self._page, self._cdp = made
+            made = self.runtime.run(self._make_page(url, policy), self.config.load_timeout_s, f"opening {url}")
+        self._ep = made
 
     def is_open(self, url: str) -> bool:
-        """True when a live page is showing ``url`` (ignoring the fragment)."""
-        if self._page is None or not self.runtime.alive or self._page.is_closed():
+        """True when the task page is live, is the only tab, and shows ``url`` (ignoring the fragment)."""
+        ep = self._ep
+        if ep is None or not self.runtime.alive or ep.task_page.is_closed():
             return False
-        return self._page.url.split("#")[0] == url.split("#")[0]
+        ep.prune()
+        return ep.tabs == [ep.task_page] and ep.task_page.url.split("#")[0] == url.split("#")[0]
 
-    def prewarm(self, url: str) -> None:
+    def prewarm(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
         """Close retired contexts and build the next episode's context for ``url`` in the background.
 
         Call it once the episode has its first observation, so the work overlaps the agent's
@@ -151,35 +250,108 @@ class WebController:
             self.runtime.submit(self._discard(ctx))
         self._retired.clear()
         if self._next is None:
-            self._next_url = url
-            self._next = self.runtime.submit(self._make_page(url))
+            policy = policy or UrlPolicy.for_start_url(url)
+            self._next_key = (url, policy)
+            self._next = self.runtime.submit(self._make_page(url, policy))
 
     def close(self) -> None:
         self._next = None
         self._retired.clear()
         self.runtime.close()
-        self._context = self._page = self._cdp = None
+        self._ep = None
+
+    @property
+    def episode(self) -> _Episode:
+        if self._ep is None:
+            raise EnvInfraError("no page is open: call reset() first")
+        return self._ep
 
     @property
     def page(self) -> Any:
-        if self._page is None:
-            raise EnvInfraError("no page is open: call reset() first")
-        return self._page
+        """The active tab (None when the agent closed every tab and none was observed since)."""
+        return self.episode.active
+
+    @property
+    def task_page(self) -> Any:
+        """The tab the episode started in (closed once the agent closed it)."""
+        return self.episode.task_page
+
+    @property
+    def policy(self) -> UrlPolicy:
+        return self.episode.policy
+
+    async def _active_page(self) -> Any:
+        """The active tab; an empty one when the agent has closed them all."""
+        ep = self.episode
+        ep.prune()
+        if ep.active is None:
+            page = await ep.context.new_page()
+            ep.adopt(page)
+        return ep.active
 
     # -- reading the page -------------------------------------------------------------------------
     def evaluate(self, expression: str, arg: Any = None, what: str = "page script") -> Any:
+        """Evaluate ``expression`` in the active tab (host code only; never agent text)."""
         return self.runtime.run(self.page.evaluate(expression, arg), self.config.call_timeout_s, what)
 
-    async def _observe(self, extra_expr: Optional[str]) -> WebObservation:
-        page, cdp = self.page, self._cdp
+    def _shows_allowed(self, url: str) -> bool:
+        return bool(_HARMLESS.match(url)) or self.episode.policy.allows(url)
+
+    async def _guard(self, page: Any) -> None:
+        """Second line behind goto's check and the request routing: a tab showing a URL the policy
+        refuses is emptied before anything of it is observed. Routing cannot see the target of a
+        redirect (Playwright routes a redirected request's first URL only), so an allowed site
+        that redirects elsewhere gets its request sent; what comes back is never observed."""
+        url = page.url
+        if page.is_closed() or self._shows_allowed(url):
+            return
+        self.episode.blocked.append(f"{url[:200]}: {self.episode.policy.refusal(url)}")
+        try:
+            await page.goto("about:blank", timeout=self.config.load_timeout_s * 1000)
+        except Exception:  # noqa: BLE001 - closed or navigating meanwhile; observe checks again
+            if not self.runtime.alive:
+                raise
+
+    async def _capture(self, page: Any, cdp: Any) -> dict[str, str]:
+        """CDP screenshot ({"data": base64 PNG}); Playwright's own capture for a tab whose main
+        frame CDP cannot capture directly (Chromium's error page after a refused redirect)."""
+        try:
+            return await cdp.send("Page.captureScreenshot", self._shot_params)
+        except Exception as exc:  # noqa: BLE001 - fall back only for that one error
+            if not (is_playwright_error(exc) and "Not attached to an active page" in str(exc)):
+                raise
+            png = await page.screenshot(type="png", timeout=self.config.call_timeout_s * 1000)
+            return {"data": base64.b64encode(png).decode()}
+
+    async def _extra(self, page: Any, expr: Optional[str]) -> Any:
+        if expr is None or page is None or page.is_closed():
+            return None
+        return await page.evaluate("(x) => (0, eval)(x)", expr)
+
+    async def _observe_once(self, extra_expr: Optional[str]) -> WebObservation:
+        ep = self.episode
+        page = await self._active_page()
+        await self._guard(page)
+        cdp = ep.cdps.get(page)
+        if cdp is None:
+            cdp = ep.cdps[page] = await ep.context.new_cdp_session(page)
         t0 = time.perf_counter()
         opts = {"nodeCap": self.config.a11y_node_cap, "timeCapMs": self.config.a11y_time_cap_ms,
                 "skipIds": list(self.config.a11y_skip_ids)}
-        js = "([o, x]) => ({snap: window.__guigym.snapshot(o), extra: x ? (0, eval)(x) : null, url: location.href})"
-        shot, snap = await asyncio.gather(
-            cdp.send("Page.captureScreenshot", self._shot_params),
-            page.evaluate(js, [opts, extra_expr]),
+        own_extra = page is ep.task_page
+        js = ("([o, x]) => ({snap: window.__guigym ? window.__guigym.snapshot(o) : null, "
+              "extra: x ? (0, eval)(x) : null, url: location.href})")
+        shot, snap, extra = await asyncio.gather(
+            self._capture(page, cdp),
+            page.evaluate(js, [opts, extra_expr if own_extra else None]),
+            self._extra(ep.task_page, None if own_extra else extra_expr),
         )
+        if not (self._shows_allowed(page.url) and self._shows_allowed(snap["url"])):
+            # a navigation the policy refuses committed while we looked: blank it, look again
+            raise _Retry(f"the tab moved to {snap['url'][:200]} while it was observed")
+        if snap["snap"] is None:  # a document the init script did not reach (e.g. an error page)
+            await page.evaluate(_A11Y_JS)
+            snap["snap"] = await page.evaluate("(o) => window.__guigym.snapshot(o)", opts)
         t1 = time.perf_counter()
         img = Image.open(io.BytesIO(base64.b64decode(shot["data"])))
         w, h = self.config.viewport
@@ -189,13 +361,82 @@ class WebController:
         s = snap["snap"]
         return WebObservation(
             screenshot=arr, a11y=s["xml"], url=snap["url"], a11y_nodes=s["nodes"],
-            a11y_truncated=s["truncated"], a11y_reason=s["reason"], extra=snap["extra"],
+            a11y_truncated=s["truncated"], a11y_reason=s["reason"],
+            extra=snap["extra"] if own_extra else extra,
             timings={"observe_s": t1 - t0, "a11y_js_ms": s["ms"]},
         )
 
+    async def _observe(self, extra_expr: Optional[str]) -> WebObservation:
+        # An action may leave a navigation or a tab closing in flight; a page call that lands in
+        # the middle of it fails, and observing again shows where the action led.
+        for attempt in range(3):
+            try:
+                return await self._observe_once(extra_expr)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                retry = isinstance(exc, _Retry) or (is_playwright_error(exc) and _transient(exc))
+                if attempt == 2 or not self.runtime.alive or not retry:
+                    raise EnvInfraError(f"observing the page failed: {exc}") if isinstance(exc, _Retry) else exc
+                page = self.episode.active
+                # a cross-process navigation can leave our CDP session detached: make a new one
+                self.episode.cdps.pop(page, None)
+                if page is not None and not page.is_closed():
+                    try:
+                        await page.wait_for_load_state("domcontentloaded", timeout=self.config.load_timeout_s * 1000)
+                    except Exception:  # noqa: BLE001 - the next attempt reports what is wrong
+                        pass
+        raise AssertionError("unreachable")
+
     def observe(self, extra_expr: Optional[str] = None) -> WebObservation:
-        """Screenshot + a11y tree (+ ``extra_expr`` evaluated in the page) in one round trip."""
-        return self.runtime.run(self._observe(extra_expr), self.config.call_timeout_s, "observing the page")
+        """Screenshot + a11y tree of the active tab (+ ``extra_expr`` evaluated in the task page,
+        None when that page is closed) in one round trip.
+
+        A tab that does not answer within ``call_timeout_s`` while the browser does is closed
+        (see :meth:`_close_hung`) and the observation is taken again, of what is left."""
+        try:
+            return self.runtime.run(self._observe(extra_expr), self.config.call_timeout_s, "observing the page")
+        except PageUnresponsive:
+            self._close_hung()  # closed or not (it answered again: just slow), look again
+            return self.runtime.run(self._observe(extra_expr), self.config.call_timeout_s, "observing the page")
+
+    async def _close_unanswering(self) -> int:
+        ep = self.episode
+        ep.prune()
+
+        async def answers(page: Any) -> bool:
+            try:
+                await asyncio.wait_for(page.evaluate("1"), timeout=self.config.call_timeout_s)
+                return True
+            except Exception:  # noqa: BLE001 - timeout or a page that went away: not answering
+                return False
+
+        tabs, closed = list(ep.tabs), 0
+        for page, ok in zip(tabs, await asyncio.gather(*(answers(p) for p in tabs))):
+            if not ok:
+                ep.hung.append(page.url[:200])
+                ep.task_page_closed_hung |= page is ep.task_page
+                await page.close(run_before_unload=False)
+                closed += 1
+        ep.prune()
+        return closed
+
+    def _close_hung(self) -> int:
+        """Close every tab whose page still does not answer after a further ``call_timeout_s``
+        (an endless page script, e.g. one an agent's input set off); returns how many.
+
+        Decision: what a page does after the agent's action is the agent's outcome, so the
+        episode goes on and is scored (MiniWoB: 0 once the task page is gone); a browser that
+        does not answer either stays an EnvInfraError (runtime.run), and so does a page that
+        answers again within the grace period (a slow machine, not a hung page). The cost: a
+        renderer starved of CPU for twice ``call_timeout_s`` (20 s) while the browser process
+        answers is taken for a hung page."""
+        return self.runtime.run(self._close_unanswering(), 2 * self.config.call_timeout_s + 5,
+                                "closing tabs that stopped answering")
+
+    @property
+    def task_page_hung(self) -> bool:
+        """The task page was closed because it stopped answering."""
+        ep = self.episode
+        return ep.task_page_closed_hung
 
     # -- acting -----------------------------------------------------------------------------------
     async def _center(self, element: str) -> tuple[float, float]:
@@ -212,8 +453,20 @@ class WebController:
             raise ActionNotPossible(f"point ({x}, {y}) is outside the {w}x{h} screen")
         return float(x), float(y)
 
+    async def _navigate(self, nav: Any, what: str) -> None:
+        """Await a navigation the agent asked for; its failure (bad host, blocked, timeout) is the
+        agent's outcome, reported as ActionNotPossible, unless the browser itself is gone."""
+        try:
+            await nav
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not self.runtime.alive or not is_playwright_error(exc):
+                raise
+            blocked = self.episode.drain_blocked()
+            why = f"blocked ({blocked[-1]})" if blocked else str(exc).splitlines()[0]
+            raise ActionNotPossible(f"cannot {what}: {why}") from None
+
     async def _execute(self, a: A.Action) -> None:
-        page = self.page
+        page = await self._active_page()
         mouse, kb = page.mouse, page.keyboard
         if isinstance(a, A.Click):
             x, y = await self._point(a.x, a.y, a.element)
@@ -266,16 +519,27 @@ class WebController:
         elif isinstance(a, A.Wait):
             await asyncio.sleep(a.seconds)
         elif isinstance(a, A.Goto):
-            try:
-                await page.goto(a.url, timeout=self.config.load_timeout_s * 1000)
-            except Exception as exc:  # noqa: BLE001 - a bad URL is the agent's problem, not ours
-                if not self.runtime.alive:
-                    raise
-                raise ActionNotPossible(f"cannot open {a.url!r}: {str(exc).splitlines()[0]}") from None
+            refusal = self.episode.policy.refusal(a.url)
+            if refusal is not None:
+                raise ActionNotPossible(f"{a.url[:200]!r} refused: {refusal}")
+            await self._navigate(page.goto(a.url, timeout=self.config.load_timeout_s * 1000), f"open {a.url[:200]!r}")
         elif isinstance(a, A.GoBack):
-            await page.go_back()
+            await self._navigate(page.go_back(timeout=self.config.load_timeout_s * 1000), "go back")
         elif isinstance(a, A.GoForward):
-            await page.go_forward()
+            await self._navigate(page.go_forward(timeout=self.config.load_timeout_s * 1000), "go forward")
+        elif isinstance(a, A.NewTab):
+            await self.episode.context.new_page()  # adopted (and made active) by the "page" event
+            self.episode.prune()
+        elif isinstance(a, A.TabFocus):
+            ep = self.episode
+            ep.prune()
+            if not 0 <= a.index < len(ep.tabs):
+                raise ActionNotPossible(f"there is no tab {a.index}; open tabs are 0..{len(ep.tabs) - 1}")
+            ep.active = ep.tabs[a.index]
+            await ep.active.bring_to_front()
+        elif isinstance(a, A.CloseTab):
+            await page.close()
+            self.episode.prune()
         elif isinstance(a, (A.Done, A.Fail)):
             return
         else:
@@ -283,8 +547,29 @@ class WebController:
         if self.config.settle_ms:
             await asyncio.sleep(self.config.settle_ms / 1000)
 
+    async def _execute_reporting(self, a: A.Action) -> None:
+        ep = self.episode
+        ep.drain_blocked()
+        await self._execute(a)
+        ep.prune()
+        for page in list(ep.tabs):
+            await self._guard(page)
+        # requests the action caused and the policy refused (a link to another site, a redirect
+        # to file:); reported when they happened before the action returned (a navigation a
+        # click starts may be refused a moment later: it is still refused, just not reported)
+        blocked = self.episode.drain_blocked()
+        if blocked:
+            raise ActionNotPossible(f"it led to a URL this task does not allow, which was blocked: {blocked[-1]}")
+
     def execute(self, action: A.Action) -> None:
         """Perform ``action``; raises ActionNotPossible (agent's fault) or EnvInfraError (ours)."""
         timeout = self.config.call_timeout_s + self.config.settle_ms / 1000 + \
             (action.seconds if isinstance(action, A.Wait) else 0)
-        self.runtime.run(self._execute(action), timeout, f"executing {action.name}")
+        if isinstance(action, (A.Goto, A.GoBack, A.GoForward)):
+            timeout += self.config.load_timeout_s
+        try:
+            self.runtime.run(self._execute_reporting(action), timeout, f"executing {action.name}")
+        except PageUnresponsive as exc:
+            if not self._close_hung():
+                raise EnvInfraError(f"{exc}; the page answered again afterwards (a slow machine, not a hung page)") from None
+            raise ActionNotPossible(f"the page stopped answering ({exc}); its tab was closed") from None

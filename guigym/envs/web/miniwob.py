@@ -20,6 +20,16 @@ default (``episode_time_limit_s=None``) and can be set per env.
 
 The agent never sees the page's JS state: observations are the screenshot, the a11y tree and the
 utterance (``core.getUtterance()``, the text a person reads above the task).
+
+Pages are served over http by :class:`LoopbackStaticServer` (127.0.0.1, random port, secret path
+prefix, GET/HEAD only, no directory listings), never from file://, so Chromium needs no file
+access. The agent may open only that server's origin (plus ``allowed_origins``, see
+:class:`~guigym.envs.web.url_policy.UrlPolicy`).
+
+What the agent's actions cause is scored, never turned into an infrastructure error: each episode
+marks its task document with a fresh nonce; when the task tab no longer shows that document (the
+agent navigated away, went back past it, or closed it), the reward globals are not read from
+whatever is shown instead, and the episode scores 0 with ``verifier["reason"]`` saying so.
 """
 from __future__ import annotations
 
@@ -35,17 +45,17 @@ import numpy as np
 from gymnasium import spaces
 
 from guigym.core import actions as A
-from guigym.core.errors import EnvInfraError, TaskSpecError
+from guigym.core.errors import ConfigError, EnvInfraError, TaskSpecError
 from guigym.core.task import Task
 from guigym.envs.base import GUIEnv
 from guigym.envs.spaces import UnicodeText
 from guigym.envs.web.controller import WebController, WebControllerConfig
+from guigym.envs.web.url_policy import UrlPolicy
 
 #: Pages in the package that its own gymnasium registration leaves out (timing-based or
 #: unfinished upstream); we follow the package.
 UNREGISTERED = frozenset({"button-delay", "chase-circle", "hover-shape", "moving-items", "simon-says"})
-#: Flight-booking tasks: real airline pages in an iframe; XHR needs http://, so they are served
-#: by :class:`LoopbackStaticServer`.
+#: Flight-booking tasks: real airline pages in an iframe.
 FLIGHT_TASKS = ("flight.AA", "flight.Alaska", "flight.Alaska-auto")
 TASK_VIEWPORT = (160, 210)  # MiniWoB's task area (width, height): the agent's screen
 FLIGHT_VIEWPORT = (375, 667)
@@ -88,10 +98,12 @@ def miniwob_tasks() -> tuple[Task, ...]:
 
 
 class LoopbackStaticServer:
-    """Serves a directory on 127.0.0.1 under a secret path prefix (the token).
+    """Serves a directory read-only on 127.0.0.1 under a secret path prefix (the token).
 
     Requests whose path does not start with ``/<token>/`` get 403, so other local users cannot
-    read through it by guessing the port.
+    read through it by guessing the port. GET and HEAD only; directories are not listed (404);
+    paths are resolved inside ``root`` by the stdlib handler (``..`` cannot leave it). HTTP/1.1
+    keep-alive, so a page's scripts and styles share one connection.
     """
 
     def __init__(self, root: Path) -> None:
@@ -101,6 +113,8 @@ class LoopbackStaticServer:
         root_str = str(self.root)
 
         class Handler(http.server.SimpleHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def __init__(self, *a: Any, **kw: Any) -> None:
                 super().__init__(*a, directory=root_str, **kw)
 
@@ -114,6 +128,10 @@ class LoopbackStaticServer:
                 super().do_GET()
 
             do_HEAD = do_GET  # noqa: N815
+
+            def list_directory(self, path: Any) -> None:  # noqa: ARG002 - stdlib signature
+                self.send_error(404, "directory listings are off")
+                return None
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -146,9 +164,10 @@ def _static_server() -> LoopbackStaticServer:
 
 
 def task_url(task: Task) -> str:
+    """The task page's URL on the loopback server (every MiniWoB page, flight or not)."""
     if task.extra.get("kind") == "flight":
         return _static_server().base_url + "flight/" + task.id.split(".", 1)[1] + "/wrapper.html"
-    return Path(task.source).as_uri()
+    return _static_server().base_url + "miniwob/" + Path(task.source).name
 
 
 def select_tasks(task: Optional[str] = None, tasks: Optional[Sequence[str]] = None, suite: str = "all") -> list[Task]:
@@ -194,6 +213,10 @@ class MiniWoBEnv(GUIEnv):
     ``DesktopEnv.step`` sleeps ``pause=2`` s); ``bench/rollout_util.py`` uses it to model an
     environment whose step latency is not local CPU work.
 
+    ``allowed_origins``: origins (``http(s)://host[:port]``) the agent may open besides the task
+    server's own; a task can add more in ``task.extra["allowed_origins"]``. Everything else
+    (``file:``, ``data:``, ``javascript:``, other hosts) is refused with ``info["action_error"]``.
+
     Observation (``Dict``): ``screenshot`` uint8 (H, W, 3) with (W, H) = ``viewport``
     (160x210, flight 375x667); ``a11y`` XML; ``instruction``; ``url``.
     Action: a string in ``dialect`` (canonical by default) or a typed action.
@@ -208,8 +231,12 @@ class MiniWoBEnv(GUIEnv):
                  a11y_node_cap: int = 2000, a11y_time_cap_ms: int = 200, call_timeout_s: float = 10.0,
                  ready_timeout_s: float = 20.0, prewarm: bool = True, isolation: str = "context",
                  settle_ms: int = 0, render_mode: Optional[str] = None,
-                 info_timings: bool = False) -> None:
+                 info_timings: bool = False, allowed_origins: Sequence[str] = ()) -> None:
         selected = select_tasks(task, tasks, suite)
+        if isinstance(allowed_origins, str):
+            raise ConfigError("allowed_origins must be a list of origins, not one string")
+        self.allowed_origins = tuple(allowed_origins)
+        UrlPolicy.for_start_url("about:blank", self.allowed_origins)  # ConfigError now, not at reset
         super().__init__(selected, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
                          info_timings=info_timings)
         flight = selected[0].extra["kind"] == "flight"
@@ -236,20 +263,28 @@ class MiniWoBEnv(GUIEnv):
             "url": UnicodeText(max_length=4096),
         })
         self._instruction = ""
-        self._wob: dict[str, Any] = {"done": False, "raw": 0.0, "reason": None}
+        self._wob: dict[str, Any] = {"present": True, "done": False, "raw": 0.0, "reason": None}
         self._obs_meta: dict[str, Any] = {}
+        self._nonce = ""
+
+    def _policy(self, task: Task, url: str) -> UrlPolicy:
+        extra = list(self.allowed_origins) + list(task.extra.get("allowed_origins", ()))
+        return UrlPolicy.for_start_url(url, extra, field=f"allowed_origins of task {task.id}")
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
         url = task_url(task)
         if self.isolation == "context" or not self.controller.is_open(url):
-            self.controller.open(url)
+            self.controller.open(url, self._policy(task, url))
+        # marks this episode's document: the reward is read only while the task tab shows it
+        self._nonce = secrets.token_hex(8)
         # isolation="page": restart the task inside the already-open page, as MiniWoB's own
         # harness does (core.startEpisodeReal regenerates the problem); faster, but state that a
         # page keeps across problems (e.g. a jQuery datepicker's month) carries over.
         limit_ms = MAX_SETTIMEOUT_MS if self.episode_time_limit_s is None else int(self.episode_time_limit_s * 1000)
         ready = self.controller.evaluate(
-            """([seed, limit, wait]) => new Promise((resolve) => {
+            """([seed, limit, wait, nonce]) => new Promise((resolve) => {
+                 window.__guigymEpisode = nonce;
                  if (core.EP_TIMER !== null) core.endEpisode(0, false, 'reset');
                  Math.seedrandom(seed);
                  core.EPISODE_MAX_TIME = limit;
@@ -261,7 +296,7 @@ class MiniWoBEnv(GUIEnv):
                    else setTimeout(poll, 20);
                  })();
                })""",
-            [seed, limit_ms, self.ready_timeout_s * 1000 * 0.9],
+            [seed, limit_ms, self.ready_timeout_s * 1000 * 0.9, self._nonce],
             what=f"starting MiniWoB task {task.id}",
         )
         if not ready["ready"]:
@@ -270,7 +305,7 @@ class MiniWoBEnv(GUIEnv):
         if isinstance(utterance, dict):  # a few tasks return {utterance, fields}
             utterance = utterance.get("utterance", "")
         self._instruction = str(utterance)[:4096]
-        self._wob = {"done": False, "raw": 0.0, "reason": None}
+        self._wob = {"present": True, "done": False, "raw": 0.0, "reason": None}
 
     def _after_reset(self) -> None:
         # Build the next episode's page in the background: the same task when the env has one
@@ -278,12 +313,21 @@ class MiniWoBEnv(GUIEnv):
         # picks another task simply discards it).
         if self.prewarm:
             nxt = self.task if len(self.tasks) == 1 else self.presample_next_task()
-            self.controller.prewarm(task_url(nxt))
+            url = task_url(nxt)
+            self.controller.prewarm(url, self._policy(nxt, url))
 
     def _observe(self) -> dict[str, Any]:
-        o = self.controller.observe("[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]")
-        done, raw, reason = o.extra
-        self._wob = {"done": bool(done), "raw": float(raw), "reason": reason}
+        # null unless the task tab still shows this episode's document (nonce is hex: no quoting)
+        o = self.controller.observe(
+            f"window.__guigymEpisode === '{self._nonce}' && typeof WOB_DONE_GLOBAL !== 'undefined'"
+            " ? [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON] : null")
+        if o.extra is None:
+            # the agent left the task (navigated away, went back past it, closed its tab): its
+            # outcome, scored 0 by _verify; the page's own result, if it had one, is kept
+            self._wob = {**self._wob, "present": False}
+        else:
+            done, raw, reason = o.extra
+            self._wob = {"present": True, "done": bool(done), "raw": float(raw), "reason": reason}
         self._obs_meta = {"a11y_nodes": o.a11y_nodes, "a11y_truncated": o.a11y_truncated,
                           "a11y_truncation_reason": o.a11y_reason}
         self.timings["observe_s"] = o.timings["observe_s"]
@@ -297,6 +341,12 @@ class MiniWoBEnv(GUIEnv):
 
     def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[float, dict[str, Any]]:
         raw, done = self._wob["raw"], self._wob["done"]
+        if not self._wob["present"] and not done:
+            why = ("the task page stopped answering after the agent's action and was closed"
+                   if self.controller.task_page_hung else
+                   "the task tab no longer shows the task (the agent navigated away from it or closed it)")
+            return 0.0, {"success": False, "raw_reward": None, "page_ended_episode": False,
+                         "task_page_gone": True, "reason": why}
         if not done:
             return 0.0, {"success": False, "raw_reward": None, "page_ended_episode": False,
                          "reason": "the task page did not end the episode"}

@@ -1,23 +1,30 @@
 """``local`` provider: a desktop made of Debian packages, one bubblewrap sandbox per env.
 
 What runs inside (see :mod:`.sandbox` for the file-system layout and :mod:`.sandbox_init` for
-the init): Xvfb on a display number of its own, a D-Bus session bus, the AT-SPI bus (so pyatspi
-sees GTK/Qt apps), openbox, the in-desktop server (:mod:`guigym.envs.desktop.server`) on a unix
-socket, and at every reset an xterm running tmux (OSWorld's Ubuntu desktop shows a terminal; tmux
-lets the server read its text). The host file system is read-only, HOME (``/home/user``) and
-/tmp are private and restored on every reset, the network is only loopback unless
-``network=True``, and the guigym checkout (its task files hold the expected answers) and the
-host user's HOME are hidden.
+the init), in two trust zones (docs/architecture.md, "Trust zones"):
+
+* infra zone: Xvfb on a display number of its own, a D-Bus bus, the AT-SPI bus (so pyatspi sees
+  GTK/Qt apps), openbox, the in-desktop server (:mod:`guigym.envs.desktop.server`) on a unix
+  socket, and the terminal's tmux server with the xterm showing it (OSWorld's Ubuntu desktop
+  shows a terminal; tmux lets the server read its text);
+* agent zone (nested, new at every reset): the shell in the terminal, every app and every
+  command the server runs for a task or a getter. It sees neither the token nor any socket or
+  file the host or the infra connects to or reads (they are in ``/run/guigym``).
+
+The host file system is read-only, HOME (``/home/user``) and /tmp are private and restored on
+every reset, the network is only loopback unless ``network=True``, and the guigym package and
+checkout, task folders and caches (they hold the expected answers) and the host user's HOME are
+hidden. A root host runs the sandbox as the unprivileged system user ``guigym-agent``
+(:mod:`.identity`), never as root.
 
 Time: ``start()`` ~1-2 s; ``revert()`` keeps Xvfb, D-Bus, AT-SPI, openbox and the server alive
 and only kills the episode's processes, restores HOME and /tmp and restarts the terminal
 (numbers in the report / docs/benchmarks.md). Everything dies with ``stop()``, at interpreter
 exit, on SIGTERM, and (``--die-with-parent``) when the process that started it dies.
 
-Terminal text: the terminal is tmux session :data:`TERMINAL_TMUX_SESSION` on the tmux socket
-:data:`TERMINAL_TMUX_SOCKET`; inside the sandbox the env vars ``GUIGYM_TMUX_SOCKET`` and
-``GUIGYM_TMUX_SESSION`` say so, and ``tmux -S $GUIGYM_TMUX_SOCKET capture-pane -p -t
-$GUIGYM_TMUX_SESSION`` prints what it shows.
+Terminal text: the terminal is tmux session :data:`TERMINAL_TMUX_SESSION` on the infra-only
+tmux socket :data:`TERMINAL_TMUX_SOCKET`; the host asks the in-desktop server for it
+(``GET /guigym/terminal``) and never runs a tmux client itself.
 """
 from __future__ import annotations
 
@@ -48,9 +55,10 @@ from guigym.envs.desktop.providers.display import DisplayLock
 from guigym.envs.desktop.providers.home import prepare_template
 from guigym.envs.desktop.providers.sandbox import (
     GROUP, PASSWD, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_RUN, SANDBOX_SERVER_DIR,
-    SANDBOX_INIT, SANDBOX_TEMPLATE, SANDBOX_USER, SANDBOX_XDG_RUNTIME, SandboxSpec, bwrap_argv, bwrap_problem,
-    find_bwrap,
+    SANDBOX_INFRA_HOME, SANDBOX_INIT, SANDBOX_TEMPLATE, SANDBOX_USER, SANDBOX_XDG_RUNTIME, SANDBOX_ZONE_TMP,
+    ZONE_SUDO_SHA256, ZONE_XAUTHORITY, SandboxSpec, bwrap_argv, bwrap_problem, find_bwrap, zone_argv_head,
 )
+from guigym.envs.desktop.providers.identity import sandbox_identity
 from guigym.envs.desktop.providers.sandbox_init import force_remove  # stdlib-only: safe to import here
 
 if TYPE_CHECKING:
@@ -75,7 +83,17 @@ SANDBOX_BIN_DIR = _DESKTOP_DIR / "sandbox_bin"
 INIT_SCRIPT = _PACKAGE_DIR / "sandbox_init.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
-_TMUX_CONF = """# tmux of the guigym desktop terminal: looks like a plain terminal
+_TMUX_CONF = """# tmux of the guigym desktop terminal: looks like a plain terminal.
+# Its server is infra: no key may run a tmux command (no prefix, no bindings, no mouse menus),
+# so typing into the terminal only ever reaches the shell in the agent zone.
+set -g prefix None
+set -g prefix2 None
+unbind -a
+unbind -a -T root
+unbind -a -T copy-mode
+unbind -a -T copy-mode-vi
+set -g mouse off
+set -g allow-rename off
 set -g status off
 set -g history-limit 10000
 set -g escape-time 0
@@ -218,11 +236,23 @@ def checkout_root() -> Optional[Path]:
     return None
 
 
+def guigym_package_dirs() -> list[Path]:
+    """Every ``guigym`` package directory an interpreter here could import: this one (checkout
+    or site-packages) and any other copy on ``sys.path`` (a non-editable install next to a
+    checkout). Each holds the embedded suite's task files with their expected answers."""
+    dirs = {_DESKTOP_DIR.parent.parent}
+    for entry in sys.path:
+        candidate = Path(entry or ".") / "guigym"
+        if (candidate / "__init__.py").is_file():
+            dirs.add(candidate.resolve())
+    return sorted(dirs)
+
+
 def default_hidden_paths() -> list[Path]:
-    """What the sandbox must not see: the guigym checkout (task files hold expected answers) and
-    the host user's HOME (keys, tokens, shell history). The interpreter behind ``python`` stays
-    visible even when it lives under one of them (``_launch`` binds it back)."""
-    paths = [p for p in [checkout_root()] if p]
+    """What the sandbox must not see: the guigym package and checkout (task files hold expected
+    answers) and the host user's HOME (keys, tokens, shell history). The interpreter behind
+    ``python`` stays visible even when it lives under one of them (``_launch`` binds it back)."""
+    paths = [p for p in [checkout_root(), *guigym_package_dirs()] if p]
     home = Path.home()
     if home.is_dir() and home.resolve() != Path("/"):
         paths.append(home)
@@ -276,6 +306,8 @@ class LocalProvider(Provider):
         self.hostname = hostname
         self.state_root = Path(state_dir) if state_dir else None
         self.hide = None if hide is None else [Path(p) for p in hide]
+        #: more host paths to hide on top of ``hide`` (the env adds its task folders and cache)
+        self.extra_hide: list[Path] = []
         self.ro_binds = [(Path(a), b) for a, b in ro_binds]
         self.server_argv = list(server_argv) if server_argv is not None else None
         self.start_timeout_s = start_timeout_s
@@ -288,6 +320,7 @@ class LocalProvider(Provider):
         self._display_lock: Optional[DisplayLock] = None
         self._bwrap: Optional[subprocess.Popen] = None
         self._ns_init_pid: Optional[int] = None
+        self._run_as: Optional[tuple[int, int]] = None
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ host paths
@@ -317,7 +350,8 @@ class LocalProvider(Provider):
             if self.alive and self._client is not None:
                 return self._client
             self.stop()
-            problem = bwrap_problem()
+            self._run_as = sandbox_identity()
+            problem = bwrap_problem(self._run_as)
             if problem:
                 raise EnvInfraError(f"local desktop provider: {problem}")
             t0 = time.monotonic()
@@ -342,7 +376,8 @@ class LocalProvider(Provider):
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"guigym-desktop-{self.display}-", dir=root))
         os.chmod(self.state_dir, 0o700)
         run = self.run_dir
-        for d in (self.home_dir, self.state_dir / "tmp", run, run / "logs", self.state_dir / "etc"):
+        for d in (self.home_dir, self.state_dir / "tmp", self.state_dir / "zone-tmp", run, run / "logs",
+                  self.state_dir / "etc"):
             d.mkdir(parents=True, exist_ok=True)
         template = prepare_template(self.state_dir / "template", self.home_template)
         (self.state_dir / "etc/passwd").write_text(PASSWD)
@@ -362,9 +397,11 @@ class LocalProvider(Provider):
             "template": SANDBOX_TEMPLATE, "tmux_socket": TERMINAL_TMUX_SOCKET,
             "tmux_session": TERMINAL_TMUX_SESSION, "tmux_conf": f"{SANDBOX_RUN}/tmux.conf",
             "terminal": {"geometry": _terminal_geometry(w, h)},
-            "server_argv": self._server_argv(),
+            "server_argv": self._server_argv(), "server_env": {"HOME": SANDBOX_HOME},
+            "zone_tmp": SANDBOX_ZONE_TMP, "zone_env": self._zone_env(python),
         }
-        hide = self.hide if self.hide is not None else default_hidden_paths()
+        hide = _outermost([*(self.hide if self.hide is not None else default_hidden_paths()),
+                           *self.extra_hide])
         if not (_under(root, "/tmp") or _under(root, "/var/tmp")):  # covered by private tmpfs
             hide = [*hide, root]  # other sandboxes' dirs (tokens, HOMEs)
         ro_binds = list(self.ro_binds)
@@ -376,21 +413,38 @@ class LocalProvider(Provider):
             if in_tmp:
                 tmp_keep.append(Path(prefix).relative_to("/tmp").parts[0])  # never emptied by reset
         cfg["tmp_keep"] = sorted(set(tmp_keep))
+        bwrap = find_bwrap() or "bwrap"
+        cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds
+                                                  if _under(Path(inside), "/tmp") or _under(Path(inside), "/run")])
         _write_private(run / "config.json", json.dumps(cfg, indent=1))
+        aliases: list[Path] = []
+        if self._run_as is not None:
+            _chown_tree(self.state_dir, *self._run_as)
+            # what the unprivileged uid cannot traverse to (e.g. an interpreter under /root) is
+            # bound by root into /mnt of a private mount namespace first (see _drop_to)
+            for n, (host, inside) in enumerate(list(ro_binds)):
+                if not _world_traversable(host):
+                    ro_binds[n] = (Path(f"{_ALIAS_DIR}/{len(aliases)}"), inside)
+                    aliases.append(host)
         rfd, wfd = os.pipe()
         spec = SandboxSpec(
-            home_dir=self.home_dir, tmp_dir=self.state_dir / "tmp", run_dir=run,
+            home_dir=self.home_dir, tmp_dir=self.state_dir / "tmp", zone_tmp_dir=self.state_dir / "zone-tmp",
+            run_dir=run,
             server_dir=SERVER_DIR if SERVER_DIR.is_dir() else run / "logs",
             bin_dir=SANDBOX_BIN_DIR, init_script=INIT_SCRIPT, template_dir=template,
             passwd_file=self.state_dir / "etc/passwd", group_file=self.state_dir / "etc/group",
             command=[SYSTEM_PYTHON, "-I", SANDBOX_INIT, f"{SANDBOX_RUN}/config.json"],
             env=self._sandbox_env(python), network=self.network, hostname=self.hostname,
-            hide=hide, ro_binds=ro_binds, info_fd=wfd, bwrap=find_bwrap() or "bwrap",
+            hide=[*hide, Path(_ALIAS_DIR)] if aliases else hide, ro_binds=ro_binds, info_fd=wfd, bwrap=bwrap,
         )
         argv = bwrap_argv(spec)
+        if self._run_as is not None:  # never host root inside (issue 10, item 2)
+            argv = _drop_to(self._run_as, aliases, argv)
         with open(run / "logs" / "init.log", "ab") as out:
+            if self._run_as is not None:
+                os.fchown(out.fileno(), *self._run_as)
             try:
-                self._bwrap = _spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                self._bwrap = _spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
                                      pass_fds=(wfd,), start_new_session=True)
             except OSError as exc:
                 os.close(rfd)
@@ -414,7 +468,7 @@ class LocalProvider(Provider):
                 raise EnvInfraError(f"local desktop did not come up in {self.start_timeout_s:.0f} s: "
                                     f"{self._log_tail()}")
             time.sleep(0.01)
-        status = json.loads(status_file.read_text())
+        status = json.loads(_read_nofollow(status_file))
         if not status.get("ok"):
             raise EnvInfraError(f"local desktop failed to start: {status.get('error')}; "
                                 f"{self._log_tail()}")
@@ -429,8 +483,9 @@ class LocalProvider(Provider):
                 "--token-file", TOKEN_FILE, "--display", f":{self.display}"]
 
     def _sandbox_env(self, python: str) -> dict[str, str]:
+        """The infra zone's environment: an allow-list, nothing from the host's (``--clearenv``)."""
         env = {
-            "HOME": SANDBOX_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
+            "HOME": SANDBOX_INFRA_HOME, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
             "SHELL": "/bin/bash", "PATH": SANDBOX_PATH, "LANG": "C.UTF-8",
             "TERM": "xterm-256color", "DISPLAY": f":{self.display}", "XAUTHORITY": XAUTHORITY,
             "XDG_RUNTIME_DIR": SANDBOX_XDG_RUNTIME, "XDG_SESSION_TYPE": "x11",
@@ -442,8 +497,18 @@ class LocalProvider(Provider):
             "GUIGYM_SCREEN_SIZE": f"{self.screen_size[0]}x{self.screen_size[1]}",
             **A11Y_ENV,
         }
-        if os.environ.get("TZ"):
-            env["TZ"] = os.environ["TZ"]
+        tz = _valid_tz(os.environ.get("TZ"))
+        if tz:
+            env["TZ"] = tz
+        return env
+
+    def _zone_env(self, python: str) -> dict[str, str]:
+        """The agent zone's environment: the infra's allow-list with the agent's HOME and paths,
+        without anything naming an infra file (the tmux socket) or the infra's D-Bus."""
+        env = self._sandbox_env(python)
+        for key in ("GUIGYM_TMUX_SOCKET", "GUIGYM_TMUX_SESSION"):
+            env.pop(key)
+        env.update(HOME=SANDBOX_HOME, XAUTHORITY=ZONE_XAUTHORITY, GUIGYM_SUDO_SHA256_FILE=ZONE_SUDO_SHA256)
         return env
 
     def _wait_server(self, deadline: float) -> "DesktopClient":
@@ -569,16 +634,20 @@ class LocalProvider(Provider):
 
     # ------------------------------------------------------------------ conveniences
     def terminal_text(self) -> Optional[str]:
-        """What the terminal shows now (tmux capture-pane from the host), or None."""
-        if not self.alive or shutil.which("tmux") is None:
+        """What the terminal shows now ("" when the agent closed it; None when stopped).
+
+        Asked of the in-desktop server, whose tmux client connects to the infra-only socket; the
+        host never runs a tmux client (issue 10, item 1)."""
+        if not self.alive:
             return None
-        out = subprocess.run(["tmux", "-S", str(self.run_dir / "tmux.sock"), "capture-pane", "-p", "-J",
-                              "-t", TERMINAL_TMUX_SESSION], capture_output=True, text=True, timeout=5)
-        return out.stdout if out.returncode == 0 else None
+        status, body = unix_http_get(str(self.server_socket), "/guigym/terminal", self.token, timeout=10)
+        if status != 200:
+            raise EnvInfraError(f"local desktop: GET /guigym/terminal answered {status}: {body[:200]!r}")
+        return json.loads(body).get("output") or ""  # no terminal (the agent closed it) is no error
 
     def _log_tail(self, name: str = "init.log", chars: int = 1500) -> str:
         try:
-            text = (self.run_dir / "logs" / name).read_text(errors="replace")
+            text = _read_nofollow(self.run_dir / "logs" / name)
         except (OSError, AssertionError):
             return f"(no {name})"
         return f"{name}: ...{text[-chars:]}" if len(text) > chars else f"{name}: {text}"
@@ -599,6 +668,77 @@ def _terminal_geometry(width: int, height: int) -> str:
     x = max(0, (width - cols * cell_w) // 2)
     y = max(0, (height - rows * cell_h) // 3)
     return f"{cols}x{rows}+{x}+{y}"
+
+
+_ALIAS_DIR = "/mnt"  # in the private mount namespace of a root host's launcher only
+_DROP_SCRIPT = """set -e
+uid=$1 gid=$2 n=$3; shift 3
+if [ "$n" -gt 0 ]; then
+  mount -t tmpfs -o mode=0755 guigym-binds "$ALIAS_DIR"
+  i=0
+  while [ "$i" -lt "$n" ]; do mkdir "$ALIAS_DIR/$i"; mount --bind "$1" "$ALIAS_DIR/$i"; shift; i=$((i+1)); done
+fi
+shift
+exec setpriv --reuid "$uid" --regid "$gid" --clear-groups -- "$@"
+"""
+
+
+def _drop_to(ident: tuple[int, int], aliases: Sequence[Path], argv: list[str]) -> list[str]:
+    """``argv`` run as the unprivileged ``ident`` (uid, gid) instead of root.
+
+    Paths that uid cannot reach (an interpreter under /root, mode 0700) are bind-mounted by root
+    to ``/mnt/<i>`` of a private mount namespace (invisible to the rest of the host) before
+    ``setpriv`` drops to the uid; bwrap then binds them back to their own paths inside.
+    """
+    if not aliases:
+        return ["setpriv", f"--reuid={ident[0]}", f"--regid={ident[1]}", "--clear-groups", "--", *argv]
+    return ["unshare", "--mount", "--propagation", "private", "--", "/usr/bin/env", f"ALIAS_DIR={_ALIAS_DIR}",
+            "/bin/sh", "-c", _DROP_SCRIPT, "sh", str(ident[0]), str(ident[1]), str(len(aliases)),
+            *[str(a) for a in aliases], "--", *argv]
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """Existing ``paths`` minus those inside another one, shortest first: a tmpfs over a parent
+    already hides its children (and an unprivileged bwrap could not traverse to them)."""
+    out: list[Path] = []
+    for path in sorted({Path(p).resolve() for p in paths if Path(p).exists()}, key=lambda p: len(p.parts)):
+        if not any(_under(path, kept) for kept in out):
+            out.append(path)
+    return out
+
+
+def _read_nofollow(path: Path) -> str:
+    """Read a file of the run dir without following a symlink planted in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    """chown ``root`` and everything below it (no symlink is followed)."""
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+def _world_traversable(path: Path) -> bool:
+    """True when every ancestor of ``path`` lets any uid through (o+x)."""
+    p = Path(path).resolve()
+    for d in [*reversed(p.parents), p]:
+        try:
+            if not os.stat(d).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _valid_tz(tz: Optional[str]) -> Optional[str]:
+    """``TZ`` if it names a zone in the system's zoneinfo (no paths, no POSIX rule strings)."""
+    if not tz or tz.startswith(":") or ".." in tz or tz.startswith("/"):
+        return None
+    return tz if Path("/usr/share/zoneinfo", tz).is_file() else None
 
 
 def _write_private(path: Path, text: str) -> None:

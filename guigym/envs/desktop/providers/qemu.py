@@ -2,7 +2,13 @@
 
 * One copy-on-write overlay per env (``qemu-img create -f qcow2 -b BASE -F qcow2 OVERLAY``):
   the base image is never written, so any number of envs share it.
-* KVM (``-enable-kvm -cpu host``) when ``/dev/kvm`` is usable, TCG otherwise.
+* KVM when ``/dev/kvm`` is usable, TCG otherwise. The CPU model is the first of
+  :data:`KVM_CPU_MODELS` (``host``, ``max``, QEMU's default) that QEMU accepts on this host,
+  then TCG: on a nested-virtualisation host KVM refuses ``host`` and ``max`` (QEMU aborts with
+  ``failed to set MSR 0x10a``: the outer hypervisor does not let the guest set
+  IA32_ARCH_CAPABILITIES) while the default model runs. A candidate counts as started once
+  its monitor answers ``info status``; the choice is logged, kept in ``provider.accel`` and
+  reused by later boots; when nothing starts, :class:`EnvInfraError` quotes QEMU's messages.
 * User-mode networking; the guest's server port (5000), Chromium (9222) and VLC (8080) are
   forwarded to loopback ports allocated under the shared port lock
   (``hostfwd=tcp:127.0.0.1:HOST-:GUEST``); nothing listens on other interfaces.
@@ -38,7 +44,25 @@ GUEST_PORTS: dict[str, int] = {"server": 5000, "chromium": 9222, "vlc": 8080}
 HOST_PORT_STARTS: dict[str, int] = {"server": 15000, "chromium": 19222, "vlc": 18080}
 STATE_TAG = "guigym-ready"
 
-__all__ = ["QemuProvider", "qemu_img_create_argv", "qemu_argv", "Monitor", "image_snapshots"]
+#: CPU models tried in order under KVM (None = no ``-cpu``: QEMU's default model), before TCG
+KVM_CPU_MODELS: tuple[Optional[str], ...] = ("host", "max", None)
+#: TCG's CPU model (every feature QEMU can emulate)
+TCG_CPU_MODEL = "max"
+_CPU_DEFAULT = "auto"
+
+__all__ = ["QemuProvider", "qemu_img_create_argv", "qemu_argv", "Monitor", "image_snapshots", "accel_candidates",
+           "KVM_CPU_MODELS"]
+
+
+def accel_candidates(kvm: bool) -> list[tuple[bool, Optional[str]]]:
+    """(use KVM, CPU model) pairs to try in order: KVM with each of :data:`KVM_CPU_MODELS`, then
+    TCG; without KVM only TCG."""
+    return ([(True, m) for m in KVM_CPU_MODELS] if kvm else []) + [(False, TCG_CPU_MODEL)]
+
+
+def describe_accel(kvm: bool, cpu: Optional[str]) -> str:
+    """``"kvm -cpu host"``, ``"kvm (default cpu)"``, ``"tcg -cpu max"``."""
+    return f"{'kvm' if kvm else 'tcg'} " + (f"-cpu {cpu}" if cpu else "(default cpu)")
 
 
 def qemu_img_create_argv(base: Union[str, Path], overlay: Union[str, Path], qemu_img: str = "qemu-img") -> list[str]:
@@ -50,19 +74,23 @@ def qemu_img_create_argv(base: Union[str, Path], overlay: Union[str, Path], qemu
 def qemu_argv(*, overlay: Union[str, Path], ports: dict[str, int], monitor: Union[str, Path], kvm: bool,
               memory: str = "4G", cpus: int = 4, loadvm: Optional[str] = None, vnc: Optional[int] = None,
               name: str = "guigym", binary: str = "qemu-system-x86_64",
-              extra: Sequence[str] = ()) -> list[str]:
+              extra: Sequence[str] = (), cpu: Optional[str] = _CPU_DEFAULT) -> list[str]:
     """The ``qemu-system-x86_64`` argv for one env.
 
     ``ports``: role -> host port; each role's guest port (:data:`GUEST_PORTS`) is forwarded
     from 127.0.0.1 only. ``vnc``: a VNC display number on 127.0.0.1 (None: no display at all).
-    ``loadvm``: start from this saved state of the overlay.
+    ``loadvm``: start from this saved state of the overlay. ``cpu``: the ``-cpu`` model (None:
+    QEMU's default, no ``-cpu``; by default ``host`` with KVM, ``max`` without).
     """
     unknown = set(ports) - set(GUEST_PORTS)
     if unknown:
         raise ConfigError(f"ports: unknown roles {sorted(unknown)}; known: {sorted(GUEST_PORTS)}")
     fwd = ",".join(f"hostfwd=tcp:{LOOPBACK}:{int(h)}-:{GUEST_PORTS[r]}" for r, h in sorted(ports.items()))
     argv = [binary, "-name", name, "-machine", "q35"]
-    argv += ["-enable-kvm", "-cpu", "host"] if kvm else ["-cpu", "max"]
+    if cpu == _CPU_DEFAULT:
+        cpu = "host" if kvm else TCG_CPU_MODEL
+    argv += ["-enable-kvm"] if kvm else []
+    argv += ["-cpu", cpu] if cpu else []
     argv += [
         "-m", str(memory), "-smp", str(int(cpus)),
         "-drive", f"file={overlay},if=virtio,format=qcow2",
@@ -180,6 +208,10 @@ class QemuProvider(Provider):
         self.ports: dict[str, int] = {}
         self.has_state = False
         self.last_reset: str = ""  # "loadvm" | "cold" after revert()
+        #: (use KVM, CPU model) QEMU started with; chosen by the first boot, reused afterwards
+        self.accel: Optional[tuple[bool, Optional[str]]] = None
+        self.accel_name = ""  # e.g. "kvm (default cpu)"
+        self.accel_failures: list[str] = []  # why the candidates before it were refused
 
     # ---- paths -------------------------------------------------------------------------------
     @property
@@ -229,21 +261,54 @@ class QemuProvider(Provider):
             return ""
 
     def _launch(self, loadvm: Optional[str]) -> None:
+        """Start QEMU with the first (KVM, CPU model) candidate this host accepts (the one chosen
+        before, once there is one: a saved VM state belongs to its CPU model)."""
+        candidates = [self.accel] if self.accel is not None else accel_candidates(self.kvm)
+        failures: list[str] = []
+        for kvm, cpu in candidates:
+            why = self._launch_one(loadvm, kvm, cpu)
+            if why is None:
+                if self.accel is None:
+                    level = logging.WARNING if failures else logging.INFO
+                    log.log(level, "qemu %s: running with %s%s", self.env_name, describe_accel(kvm, cpu),
+                            f" (refused: {'; '.join(failures)})" if failures else "")
+                self.accel, self.accel_name, self.accel_failures = (kvm, cpu), describe_accel(kvm, cpu), failures
+                return
+            failures.append(f"{describe_accel(kvm, cpu)}: {why}")
+            log.warning("qemu %s: %s did not start (%s)", self.env_name, describe_accel(kvm, cpu), why)
+        raise EnvInfraError("qemu did not start with any CPU model: " + " | ".join(failures))
+
+    def _launch_one(self, loadvm: Optional[str], kvm: bool, cpu: Optional[str]) -> Optional[str]:
+        """Start QEMU once; None when its monitor answers, else why it died (QEMU's own output).
+        A QEMU that stays alive but silent raises EnvInfraError (not a CPU model problem)."""
         self.monitor_path.unlink(missing_ok=True)
-        argv = qemu_argv(overlay=self.overlay, ports=self.ports, monitor=self.monitor_path, kvm=self.kvm,
+        argv = qemu_argv(overlay=self.overlay, ports=self.ports, monitor=self.monitor_path, kvm=kvm,
                          memory=self.memory, cpus=self.cpus, loadvm=loadvm, vnc=self.vnc,
-                         name=f"guigym-{self.env_name}", binary=self.binary, extra=self.extra_args)
+                         name=f"guigym-{self.env_name}", binary=self.binary, extra=self.extra_args, cpu=cpu)
         log.info("qemu: %s", " ".join(argv))
         with open(self.state_dir / "qemu.log", "wb") as logf:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         deadline = time.monotonic() + 30
-        while not self.monitor_path.exists():  # the monitor socket appears once QEMU is up
+        last = "no monitor socket yet"
+        while True:
+            # the monitor socket appears early; KVM may still refuse the CPU at the first vCPU
+            # reset, so QEMU counts as started only once the monitor answers
+            if self.monitor_path.exists():
+                try:
+                    Monitor(self.monitor_path, timeout=5).command("info status", timeout=5)
+                    return None
+                except EnvInfraError as e:
+                    last = str(e)
             dead = self._alive()
             if dead:
-                raise EnvInfraError(f"qemu did not start: {dead}")
+                self.proc = None
+                self.monitor_path.unlink(missing_ok=True)
+                return dead
             if time.monotonic() > deadline:
-                raise EnvInfraError(f"qemu monitor {self.monitor_path} did not appear within 30 s")
+                self._kill()
+                raise EnvInfraError(f"qemu ({describe_accel(kvm, cpu)}) started but its monitor "
+                                    f"{self.monitor_path} did not answer within 30 s ({last})")
             time.sleep(0.05)
 
     def _wait_ready(self) -> None:

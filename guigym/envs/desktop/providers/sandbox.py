@@ -1,14 +1,23 @@
-"""The bubblewrap command line of one local desktop sandbox (a pure function, tested as such).
+"""The bubblewrap command lines of one local desktop: the infra zone and the agent zone.
 
-Layout inside the sandbox (``SandboxSpec`` fields in brackets are host paths):
+Two trust zones (docs/architecture.md, "Trust zones"):
+
+* the INFRA zone is the outer sandbox made by :func:`bwrap_argv`: the init, Xvfb, D-Bus, AT-SPI,
+  openbox, the in-desktop server and the terminal's tmux server (+ the xterm showing it);
+* the AGENT zone is a nested sandbox the init makes at every reset (:func:`zone_argv`): every
+  process an agent can drive (the shell in the terminal, apps, setup commands) runs there and
+  sees neither ``/run/guigym`` (token, sockets, config, logs) nor the infra's ``/tmp``.
+
+Layout of the INFRA zone (``SandboxSpec`` fields in brackets are host paths):
 
 =========================  ===========================================================
 ``/``                      the host file system, read-only
-``/home/user``             [home_dir] private HOME (OSWorld's VM user ``user``), rw
-``/tmp``                   [tmp_dir] private /tmp, rw
+``/home/user``             [home_dir] the agent's HOME (OSWorld's VM user ``user``), rw
+``/tmp``                   [tmp_dir] the infra's private /tmp (X socket dir), rw
 ``/run/guigym``            [run_dir] server socket, token, control socket, tmux socket,
-                           Xauthority, logs; rw
-``/run/user/1000``         XDG_RUNTIME_DIR (D-Bus and AT-SPI sockets), private tmpfs
+                           Xauthority, config, logs, the infra's own HOME; rw
+``/run/guigym-zone/tmp``   [zone_tmp_dir] the agent zone's /tmp (restored on reset)
+``/run/user/1000``         XDG_RUNTIME_DIR of the infra (its D-Bus, AT-SPI), private tmpfs
 ``/run/guigym-sys/server``     the in-desktop server package (read-only)
 ``/run/guigym-sys/bin``        shims put first on PATH: sudo, python, python3 (read-only)
 ``/run/guigym-sys/init.py``    the sandbox init (:mod:`.sandbox_init`), read-only
@@ -16,10 +25,13 @@ Layout inside the sandbox (``SandboxSpec`` fields in brackets are host paths):
 ``/etc/passwd``, group     a passwd with ``user`` (uid 1000, HOME /home/user)
 =========================  ===========================================================
 
-``hide`` paths (by default the guigym checkout, so an agent cannot read task files and their
-expected answers) are covered with an empty tmpfs. The sandbox gets new user, PID, IPC and UTS
+``hide`` paths (the guigym package and checkout, task folders, caches: they hold the expected
+answers) are covered with an empty tmpfs in the infra zone, so the agent zone (which starts from
+the infra's view) cannot see them either. The infra sandbox gets new user, PID, IPC and UTS
 namespaces (and a network namespace with only loopback unless ``network``), a new session (no
-TIOCSTI into the host terminal) and dies with the thread that spawned it.
+TIOCSTI into the host terminal) and dies with the thread that spawned it. ``ro_bind_fds`` bind
+already-open directories: a root host opens what the unprivileged sandbox uid may not traverse
+(e.g. an interpreter under /root).
 """
 from __future__ import annotations
 
@@ -29,7 +41,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 #: Where things live inside the sandbox (see the module docstring).
 SANDBOX_HOME = "/home/user"
@@ -42,6 +54,11 @@ SANDBOX_SERVER_DIR = f"{SANDBOX_OPT}/server"
 SANDBOX_BIN = f"{SANDBOX_OPT}/bin"
 SANDBOX_INIT = f"{SANDBOX_OPT}/init.py"
 SANDBOX_TEMPLATE = f"{SANDBOX_OPT}/template"
+SANDBOX_ZONE_TMP = "/run/guigym-zone/tmp"  # the infra's view of the agent zone's /tmp
+SANDBOX_INFRA_HOME = f"{SANDBOX_RUN}/infra-home"  # HOME of infra processes (openbox, xterm)
+#: What the agent zone sees of the infra's files (read-only): sudo's hash and the X cookie.
+ZONE_SUDO_SHA256 = f"{SANDBOX_OPT}/sudo.sha256"
+ZONE_XAUTHORITY = f"{SANDBOX_OPT}/Xauthority"
 SANDBOX_PATH = f"{SANDBOX_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 PASSWD = (
@@ -63,6 +80,7 @@ class SandboxSpec:
 
     home_dir: Path
     tmp_dir: Path
+    zone_tmp_dir: Path
     run_dir: Path
     server_dir: Path
     bin_dir: Path
@@ -76,6 +94,7 @@ class SandboxSpec:
     hostname: str = "user-virtual-machine"
     hide: Sequence[Path] = ()
     ro_binds: Sequence[tuple[Path, str]] = ()
+    ro_bind_fds: Sequence[tuple[int, str]] = ()
     info_fd: Optional[int] = None
     bwrap: str = "bwrap"
 
@@ -98,6 +117,7 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         "--bind", str(spec.home_dir), SANDBOX_HOME,
         "--bind", str(spec.tmp_dir), "/tmp",
         "--bind", str(spec.run_dir), SANDBOX_RUN,
+        "--bind", str(spec.zone_tmp_dir), SANDBOX_ZONE_TMP,
         "--perms", "0700", "--dir", SANDBOX_XDG_RUNTIME,
         "--ro-bind", str(spec.server_dir), SANDBOX_SERVER_DIR,
         "--ro-bind", str(spec.bin_dir), SANDBOX_BIN,
@@ -108,6 +128,8 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     ]
     for host, inside in spec.ro_binds:
         argv += ["--ro-bind", str(host), inside]
+    for fd, inside in spec.ro_bind_fds:
+        argv += ["--ro-bind-fd", str(fd), inside]
     if spec.info_fd is not None:
         argv += ["--info-fd", str(spec.info_fd)]
     argv.append("--clearenv")
@@ -118,27 +140,74 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     return argv
 
 
+def zone_argv_head(bwrap: str = "bwrap", rebinds: Sequence[str] = ()) -> list[str]:
+    """The agent zone's ``bwrap`` options (paths as the INFRA zone sees them).
+
+    The init appends ``--info-fd``, the environment and the command at every reset. The zone gets
+    new user and PID namespaces (so SIGKILL of its pid 1 ends every process an agent started, and
+    it sees no infra process), a mount view of the infra's minus ``/run`` (token, sockets, config,
+    logs, the server package) and minus the infra's ``/tmp``; it keeps the network, IPC and UTS
+    namespaces (X, loopback, MIT-SHM work). ``/dev`` is the infra's (a second ``--dev`` would make
+    bwrap add a user namespace that ``nsenter`` could not enter with the caps it needs), with a
+    private ``/dev/shm``. Sockets of the infra the agent must reach are bound read-only, so it can
+    connect to them but never replace them: the X socket dir (when Xvfb made one; it usually listens on an abstract socket only) and the AT-SPI bus. ``rebinds``: infra
+    paths under ``/tmp`` or ``/run`` that must stay visible (an interpreter living there).
+    """
+    argv = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--unshare-pid", "--as-pid-1", "--die-with-parent", "--new-session",
+            "--ro-bind", "/", "/",
+            "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
+            "--tmpfs", "/run", "--tmpfs", "/var/tmp",
+            "--bind", SANDBOX_HOME, SANDBOX_HOME,
+            "--bind", SANDBOX_ZONE_TMP, "/tmp",
+            "--ro-bind-try", "/tmp/.X11-unix", "/tmp/.X11-unix",
+            "--perms", "0700", "--dir", SANDBOX_XDG_RUNTIME,
+            "--ro-bind-try", f"{SANDBOX_XDG_RUNTIME}/at-spi", f"{SANDBOX_XDG_RUNTIME}/at-spi",
+            "--ro-bind", SANDBOX_BIN, SANDBOX_BIN,
+            "--ro-bind", f"{SANDBOX_RUN}/sudo.sha256", ZONE_SUDO_SHA256,
+            "--ro-bind", f"{SANDBOX_RUN}/Xauthority", ZONE_XAUTHORITY]
+    for path in rebinds:
+        argv += ["--ro-bind", path, path]
+    return argv
+
+
 def find_bwrap() -> Optional[str]:
     """Path of the ``bwrap`` binary, or None."""
     return os.environ.get("GUIGYM_BWRAP") or shutil.which("bwrap")
 
 
-@functools.lru_cache(maxsize=1)
-def bwrap_problem() -> Optional[str]:
+@functools.lru_cache(maxsize=4)
+def bwrap_problem(run_as: Union[tuple[int, int], None, str] = "auto") -> Optional[str]:
     """None when bubblewrap can build our kind of sandbox here, else a sentence saying why not.
 
     Runs a no-op sandbox with the same namespaces once per process (about 10 ms); user
     namespaces are the usual obstacle (Docker's default seccomp profile, or
-    ``kernel.unprivileged_userns_clone=0``).
+    ``kernel.unprivileged_userns_clone=0``). ``run_as``: (uid, gid) the sandbox will run as, None
+    for this process's uid, "auto" for what :func:`.identity.sandbox_identity` picks (a root host
+    drops to an unprivileged uid); the probe runs as it and nests a second sandbox, as the agent
+    zone does.
     """
     bwrap = find_bwrap()
     if bwrap is None:
         return "bubblewrap is not installed (Debian package `bubblewrap`)"
+    if run_as == "auto":  # the uid the local provider would use (not root)
+        from guigym.core.errors import ConfigError
+        from guigym.envs.desktop.providers.identity import sandbox_identity
+
+        try:
+            run_as = sandbox_identity()
+        except ConfigError as exc:
+            return str(exc)
     probe = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--unshare-pid", "--unshare-net",
              "--unshare-ipc", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-             "--die-with-parent", "--new-session", "--", "/bin/true"]
+             "--die-with-parent", "--new-session", "--",
+             bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--unshare-pid", "--as-pid-1",
+             "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--", "/bin/true"]
+    kw: dict = {}
+    if run_as is not None:
+        kw = {"user": run_as[0], "group": run_as[1], "extra_groups": [], "cwd": "/"}
     try:
-        out = subprocess.run(probe, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(probe, capture_output=True, text=True, timeout=20, **kw)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not run: {exc}"
     if out.returncode != 0:

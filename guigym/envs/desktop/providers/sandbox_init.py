@@ -1,24 +1,26 @@
-"""Init of the local desktop sandbox: runs INSIDE bubblewrap under Debian's /usr/bin/python3.
+"""Init of the local desktop sandbox: runs INSIDE bubblewrap (the infra zone) under Debian's python3.
 
 Standard library and python3-xlib only (it is started as a script, not imported from guigym).
 Usage: ``/usr/bin/python3 -I init.py /run/guigym/config.json``.
 
-It starts the long-lived parts of the desktop once (Xvfb, the session D-Bus, the AT-SPI bus,
+It starts the long-lived parts of the desktop once (Xvfb, the infra's D-Bus, the AT-SPI bus,
 openbox, the in-desktop server), then answers a control socket (``ctl.sock`` next to the
-config; one JSON line in, one JSON line out):
+config, in the infra-only run dir; one JSON line in, one JSON line out):
 
-* ``{"op": "reset", "terminal": true}``: kill every process of the previous episode (all but the
-  infrastructure), release held keys and mouse buttons, centre the pointer, empty /tmp and
-  XDG_RUNTIME_DIR (but the sockets of the infrastructure), restore HOME from the template, start
-  the terminal (xterm running tmux, so the env can read its text) and wait until it shows a
-  prompt. Answers ``{"ok": true, "timings": {...}}``, or ``{"ok": false, "error": ...}`` when a
-  part of the infrastructure died (the host then rebuilds the whole sandbox).
+* ``{"op": "reset", "terminal": true}``: SIGKILL the agent zone's pid 1 (the kernel then kills
+  every process of the previous episode: there is no opt-out), kill the terminal, release held
+  keys and mouse buttons, centre the pointer, drop X resources an agent set, empty the zone's
+  /tmp, restore HOME from the template, start a new agent zone (nested bwrap, its own session
+  D-Bus) and the terminal (xterm running a locked-down tmux whose pane enters the zone), and wait
+  until it shows a prompt. Answers ``{"ok": true, "timings": {...}}``, or ``{"ok": false,
+  "error": ...}`` when a part of the infrastructure died (the host then rebuilds the sandbox).
+* ``{"op": "zone"}``: start the agent zone again if it died (HOME and /tmp are left as they are).
 * ``{"op": "status"}``: which infrastructure processes are alive.
 * ``{"op": "shutdown"}``: stop everything and exit (the sandbox then ends).
 
-Processes started by anyone else (the server's /setup/launch, the terminal, sudo) are episode
-processes and die at the next reset, unless their environment has ``GUIGYM_KEEP_ON_RESET=1``
-(for long-lived helpers of the server).
+The agent zone's pid, namespaces and environment are in ``zone.json`` next to the config; the
+server enters the zone with ``nsenter`` (it is the user namespace's owner, so it has the caps to;
+``execve`` as uid 1000 drops them) for every command it runs on the desktop.
 """
 from __future__ import annotations
 
@@ -33,7 +35,38 @@ import sys
 import time
 import traceback
 
-KEEP_ENV = b"GUIGYM_KEEP_ON_RESET=1"
+#: pid 1 of the agent zone: starts the zone's own session D-Bus, says "ready" on stdout, then
+#: reaps orphans for ever. SIGCHLD stays blocked (sigwait), so it has no signal handler and a
+#: signal sent from inside the zone cannot end it (the kernel ignores those for a pid 1).
+ZONE_INIT = r"""
+import os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+r, w = os.pipe()
+os.set_inheritable(w, True)
+bus = "unix:path=" + os.environ["XDG_RUNTIME_DIR"] + "/bus"
+try:
+    os.posix_spawnp("dbus-daemon", ["dbus-daemon", "--session", "--nofork", "--nopidfile",
+                    "--address=" + bus, "--print-address=%d" % w], os.environ, setsigmask=())
+except OSError as exc:
+    os.write(2, ("zone: dbus-daemon: %s" % exc).encode() + bytes([10]))
+os.close(w)
+line = b""
+while not line.endswith(b"\n"):
+    chunk = os.read(r, 256)
+    if not chunk:
+        break
+    line += chunk
+os.close(r)
+os.write(1, b"ready\n")
+os.close(1)
+while True:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    signal.sigwait({signal.SIGCHLD})
+"""
 
 
 def log(msg: str) -> None:
@@ -91,19 +124,47 @@ def proc_table() -> dict[int, int]:
     return table
 
 
-def has_keep_env(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return KEEP_ENV in f.read().split(b"\0")
-    except OSError:
-        return False
+def write_json(path: str, obj: dict) -> None:
+    """Atomic write of a private JSON file."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
 
 
-def exe_name(pid: int) -> str:
+def openbox_config(dest_dir: str, system_rc: str = "/etc/xdg/openbox/rc.xml") -> str:
+    """An openbox rc.xml without anything that runs a program or ends openbox.
+
+    openbox is infra: an ``Execute`` binding (the default root menu has "Terminal emulator") or a
+    menu would start a process in the infra zone at an agent's click. Keeps focus, move, resize,
+    maximise and the window buttons. Returns the path of the written rc.xml.
+    """
+    import xml.etree.ElementTree as ET
+
+    ns = "http://openbox.org/3.4/rc"
+    ET.register_namespace("", ns)
+    banned = {"execute", "exit", "restart", "reconfigure", "sessionlogout", "showmenu"}
     try:
-        return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-    except OSError:
-        return ""
+        tree = ET.parse(system_rc)
+    except (OSError, ET.ParseError):
+        tree = ET.ElementTree(ET.fromstring(f'<openbox_config xmlns="{ns}"/>'))
+    root = tree.getroot()
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in (f"{{{ns}}}keybind", f"{{{ns}}}mousebind") and any(
+                    str(a.get("name", "")).lower() in banned for a in child.iter(f"{{{ns}}}action")):
+                parent.remove(child)
+    menu_xml = os.path.join(dest_dir, "menu.xml")
+    with open(menu_xml, "w") as f:
+        f.write('<openbox_menu xmlns="http://openbox.org/3.4/menu"></openbox_menu>\n')
+    for old in root.findall(f"{{{ns}}}menu"):
+        root.remove(old)
+    menu = ET.SubElement(root, f"{{{ns}}}menu")
+    ET.SubElement(menu, f"{{{ns}}}file").text = menu_xml
+    rc = os.path.join(dest_dir, "rc.xml")
+    tree.write(rc, encoding="utf-8", xml_declaration=True)
+    return rc
 
 
 class Init:
@@ -115,16 +176,23 @@ class Init:
         self.display_num = int(cfg["display"])
         self.display = f":{self.display_num}"
         self.width, self.height = int(cfg["width"]), int(cfg["height"])
-        self.env = dict(os.environ)
+        self.env = dict(os.environ)  # the infra's environment (HOME is the infra's own)
         self.infra: dict[str, subprocess.Popen] = {}
         self.terminal: subprocess.Popen | None = None
+        self.zone: subprocess.Popen | None = None  # the nested bwrap of the agent zone
+        self.spare: tuple[subprocess.Popen, dict] | None = None  # the next episode's zone
+        self.zone_info: dict = {}
+        self.zone_file = os.path.join(self.run_dir, "zone.json")
+        self.zone_env: dict = dict(cfg.get("zone_env") or {})
         self.xdpy = None  # python-xlib Display, when python3-xlib is present
 
     # ------------------------------------------------------------------ start
     def spawn(self, name: str, argv: list, env: dict | None = None, **kw) -> subprocess.Popen:
         out = open(os.path.join(self.log_dir, f"{name}.log"), "ab", buffering=0)
-        proc = subprocess.Popen(argv, env=env or self.env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=self.cfg["home"], **kw)
+        kw.setdefault("stdout", out)
+        stderr = out if kw["stdout"] is subprocess.PIPE else subprocess.STDOUT
+        proc = subprocess.Popen(argv, env=env or self.env, stdin=subprocess.DEVNULL,
+                                stderr=stderr, cwd=self.env.get("HOME", "/"), **kw)
         out.close()
         return proc
 
@@ -132,6 +200,8 @@ class Init:
         t = {}
         t0 = time.monotonic()
         self.restore_home()
+        os.makedirs(self.env["HOME"], mode=0o700, exist_ok=True)  # the infra's HOME, not the agent's
+        self.openbox_rc = openbox_config(self.env["HOME"])
         # Xauthority with a fresh cookie: with network=True the X server's abstract socket is
         # reachable from the host's network namespace, and the cookie keeps other users out.
         xauth = self.env["XAUTHORITY"]
@@ -164,16 +234,20 @@ class Init:
             self.infra["at-spi-bus-launcher"] = self.spawn("atspi", [launcher, "--launch-immediately"])
         else:
             log(f"{launcher} missing: no accessibility tree")
-        self.infra["openbox"] = self.spawn("openbox", ["openbox", "--sm-disable"])
+        self.infra["openbox"] = self.spawn("openbox", ["openbox", "--sm-disable",
+                                                       "--config-file", self.openbox_rc])
         self.set_background()
         if "at-spi-bus-launcher" in self.infra:
-            self.wait_root_property("AT_SPI_BUS", "the AT-SPI bus", 10.0)
+            address = self.wait_root_property("AT_SPI_BUS", "the AT-SPI bus", 10.0)
+            if address:  # read before any agent process exists: later it could set the property
+                self.env["AT_SPI_BUS_ADDRESS"] = self.zone_env["AT_SPI_BUS_ADDRESS"] = address
         t["atspi"] = time.monotonic() - t0
         self.wait_root_property("_NET_SUPPORTING_WM_CHECK", "openbox", 10.0)
         t["openbox"] = time.monotonic() - t0
         if self.cfg.get("server_argv"):
             server_env = dict(self.env)
             server_env.update(self.cfg.get("server_env") or {})
+            server_env["GUIGYM_ZONE_FILE"] = self.zone_file
             self.infra["server"] = self.spawn("server", self.cfg["server_argv"], env=server_env)
         t["server_spawned"] = time.monotonic() - t0
         return t
@@ -211,16 +285,19 @@ class Init:
         root.clear_area(0, 0, self.width, self.height)
         self.xdpy.sync()
 
-    def wait_root_property(self, name: str, what: str, timeout: float) -> None:
+    def wait_root_property(self, name: str, what: str, timeout: float) -> str | None:
+        """Wait for root window property ``name``; its value when it is a string."""
         if self.xdpy is None:
             time.sleep(0.3)
-            return
+            return None
         atom = self.xdpy.intern_atom(name)
         root = self.xdpy.screen().root
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if root.get_full_property(atom, 0) is not None:
-                return
+            prop = root.get_full_property(atom, 0)
+            if prop is not None:
+                value = prop.value
+                return value.decode(errors="replace") if isinstance(value, bytes) else None
             self.check_infra()
             time.sleep(0.01)
         raise RuntimeError(f"{what} did not start in {timeout:.0f} s (no {name} on the root window)")
@@ -233,6 +310,8 @@ class Init:
 
     # ------------------------------------------------------------------ reset
     def keep_pids(self, table: dict[int, int]) -> set[int]:
+        """The infra's processes: pid 1, this init, what it started and the AT-SPI launcher's
+        descendants (its bus daemon and registryd). No name or environment earns an exception."""
         keep = {1, os.getpid()} | {p.pid for p in self.infra.values()}
         children: dict[int, list[int]] = {}
         for pid, ppid in table.items():
@@ -240,18 +319,44 @@ class Init:
         # The AT-SPI launcher's own bus daemon and the registry it activates are infrastructure.
         launcher = self.infra.get("at-spi-bus-launcher")
         stack = [launcher.pid] if launcher else []
+        if self.spare is not None:  # not an episode's: nothing of an agent ever ran in it
+            keep.add(self.spare[0].pid)
+            stack.append(self.spare[0].pid)
         while stack:
             for child in children.get(stack.pop(), []):
                 keep.add(child)
                 stack.append(child)
-        for pid in table:
-            if pid not in keep and (exe_name(pid) == "at-spi2-registryd" or has_keep_env(pid)):
-                keep.add(pid)
         return keep
 
+    def kill_zone(self) -> None:
+        """SIGKILL the agent zone's pid 1: the kernel kills every process in its PID namespace."""
+        zone, self.zone = self.zone, None
+        pid = self.zone_info.get("pid")
+        self.zone_info = {}
+        try:
+            os.unlink(self.zone_file)
+        except FileNotFoundError:
+            pass
+        self.kill_zone_proc(zone, pid)
+
+    def kill_zone_proc(self, zone: subprocess.Popen | None, pid: int | None) -> None:
+        for victim in (pid, zone.pid if zone else None):
+            if victim:
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if zone is not None:
+            try:
+                zone.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError("the agent zone's bwrap survived SIGKILL for 5 s") from None
+
     def kill_episode_processes(self, timeout: float = 3.0) -> int:
-        """SIGKILL every non-infrastructure process (a VM revert does not let apps save either)
-        until none is left: a process forked while the first wave was sent dies in the next."""
+        """Kill the agent zone, then SIGKILL every other non-infra process of the infra zone (the
+        terminal's xterm and tmux server, ``nsenter`` parents of the server's commands) until none
+        is left: a process forked while the first wave was sent dies in the next."""
+        self.kill_zone()
         deadline = time.monotonic() + timeout
         seen: set[int] = set()
         while True:
@@ -274,6 +379,8 @@ class Init:
     def reap(self) -> None:
         if self.terminal is not None and self.terminal.poll() is not None:
             self.terminal = None
+        if self.zone is not None and self.zone.poll() is not None:
+            self.zone = None
         while True:  # our other children (sudo, ...) are reaped by bwrap's pid 1, not us
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -300,6 +407,10 @@ class Init:
             if mask & bmask:
                 xtest.fake_input(self.xdpy, X.ButtonRelease, button)
         xtest.fake_input(self.xdpy, X.MotionNotify, x=self.width // 2, y=self.height // 2)
+        # X resources an agent set with xrdb would configure the next (infra) xterm, whose
+        # translations can run programs (exec-formatted): drop them before it starts.
+        for name in ("RESOURCE_MANAGER", "SCREEN_RESOURCES"):
+            root.delete_property(self.xdpy.intern_atom(name))
         self.xdpy.sync()
 
     def restore_home(self) -> None:
@@ -308,23 +419,99 @@ class Init:
         shutil.copytree(template, home, symlinks=True, dirs_exist_ok=True)
 
     def clean_tmp(self) -> None:
-        keep = frozenset({".X11-unix", f".X{self.display_num}-lock", ".ICE-unix", *self.cfg.get("tmp_keep", ())})
-        rmtree_contents("/tmp", keep)
-        rmtree_contents(self.env["XDG_RUNTIME_DIR"], frozenset({"bus", "at-spi"}))
-        for name in ("tmux.sock",):
+        """Empty the agent zone's /tmp (its XDG_RUNTIME_DIR is a tmpfs that died with it)."""
+        rmtree_contents(self.cfg["zone_tmp"], frozenset({".X11-unix", *self.cfg.get("tmp_keep", ())}))
+        try:
+            os.unlink(self.cfg["tmux_socket"])
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ agent zone
+    def start_zone(self, timeout: float = 10.0) -> None:
+        """Make the spare zone (or a new one) the agent zone and write ``zone.json``."""
+        spare, self.spare = self.spare, None
+        if spare is not None and spare[0].poll() is None:
+            self.zone, self.zone_info = spare
+        else:
+            if spare is not None:
+                self.kill_zone_proc(spare[0], spare[1].get("pid"))
+            self.zone, self.zone_info = self.make_zone(timeout)
+        write_json(self.zone_file, self.zone_info)
+
+    def prepare_spare(self) -> None:
+        """Start the next episode's zone now, while the host observes (it takes tens of ms).
+
+        A spare runs nothing but its pid 1 and its own D-Bus; no agent process can reach it (its
+        own PID namespace, its own /run/user) until a reset hands it over."""
+        if self.spare is None and self.zone is not None:
             try:
-                os.unlink(os.path.join(self.run_dir, name))
-            except FileNotFoundError:
-                pass
+                self.spare = self.make_zone()
+            except Exception:  # noqa: BLE001 - the next reset makes one itself and reports
+                log(traceback.format_exc())
+
+    def make_zone(self, timeout: float = 10.0) -> tuple[subprocess.Popen, dict]:
+        """Start an agent zone (nested bwrap); returns it once its D-Bus is up."""
+        info_r, info_w = os.pipe()
+        argv = [*self.cfg["zone_argv"], "--info-fd", str(info_w), "--clearenv"]
+        for key, value in sorted(self.zone_env.items()):
+            argv += ["--setenv", key, str(value)]
+        argv += ["--", "/usr/bin/python3", "-I", "-S", "-c", ZONE_INIT]
+        zone = self.spawn("zone", argv, env={"PATH": self.env.get("PATH", "/usr/bin:/bin")},
+                          pass_fds=(info_w,), stdout=subprocess.PIPE)
+        os.close(info_w)
+        info: dict = {}
+        try:
+            info = json.loads(self.read_all(info_r, "the agent zone", timeout) or "{}")
+            line = self.read_line(os.dup(zone.stdout.fileno()), "the agent zone's D-Bus", timeout)
+            if line != "ready":
+                raise RuntimeError(f"the agent zone did not start: {line!r} ({self.log_tail('zone')})")
+            pid = int(info["child-pid"])
+            zone_info = {"pid": pid, "pidns": os.stat(f"/proc/{pid}/ns/pid").st_ino,
+                         "env": self.zone_env, "home": self.cfg["home"]}
+        except BaseException:
+            self.kill_zone_proc(zone, info.get("child-pid"))
+            raise
+        finally:
+            zone.stdout.close()
+        return zone, zone_info
+
+    def read_all(self, fd: int, what: str, timeout: float) -> str:
+        deadline, buf = time.monotonic() + timeout, b""
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise RuntimeError(f"{what} did not start in {timeout:.0f} s")
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return buf.decode()
+                buf += chunk
+        finally:
+            os.close(fd)
+
+    def zone_alive(self) -> bool:
+        self.reap()
+        return self.zone is not None
+
+    def zone_exec_argv(self, argv: list, cwd: str) -> list:
+        """``argv`` run inside the agent zone as its uid, with only the zone's environment."""
+        pid = str(self.zone_info["pid"])
+        return ["nsenter", "-t", pid, "-U", "-m", "-p", "--preserve-credentials", "--",
+                "/usr/bin/env", "-i", "-C", cwd, *[f"{k}={v}" for k, v in sorted(self.zone_env.items())],
+                *argv]
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess:
+        """A tmux client of the infra's own socket (in the infra-only run dir)."""
         return subprocess.run(["tmux", "-S", self.cfg["tmux_socket"], *args], env=self.env,
                               capture_output=True, text=True, timeout=5)
 
     def start_terminal(self, timeout: float = 10.0) -> None:
         term = self.cfg["terminal"]
+        # tmux runs in the infra zone (its socket is infra-only); the shell in its pane enters
+        # the agent zone; its config leaves no key that runs a tmux command.
         tmux = ["tmux", "-S", self.cfg["tmux_socket"], "-f", self.cfg["tmux_conf"],
-                "new-session", "-s", self.cfg["tmux_session"], "-c", self.cfg["home"]]
+                "new-session", "-s", self.cfg["tmux_session"], "--",
+                *self.zone_exec_argv(["/bin/bash", "-l"], self.cfg["home"])]
         self.terminal = self.spawn("terminal", [
             "xterm", "-title", term.get("title", "Terminal"), "-geometry", term["geometry"],
             "-fa", term.get("font", "DejaVu Sans Mono"), "-fs", str(term.get("font_size", 12)),
@@ -380,6 +567,8 @@ class Init:
         self.clean_tmp()
         self.restore_home()
         timings["restore"] = time.monotonic() - t0
+        self.start_zone()
+        timings["zone"] = time.monotonic() - t0
         if terminal:
             self.start_terminal()
         timings["terminal"] = time.monotonic() - t0
@@ -401,11 +590,13 @@ class Init:
         write_status(status_path, {"ok": True, "timings": ready})  # only once we listen
         while True:
             if not select.select([srv], [], [], 1.0)[0]:
-                self.reap()
+                if self.zone_info and not self.zone_alive():
+                    self.ensure_zone()  # it never dies on its own; rebuild it for the verifier
                 continue
             conn, _ = srv.accept()
             with conn:
                 conn.settimeout(60)
+                req: dict = {}
                 try:
                     line = conn.makefile("rb").readline()
                     req = json.loads(line or b"{}")
@@ -420,11 +611,16 @@ class Init:
                 if req.get("op") == "shutdown":
                     self.shutdown()
                     return
+            if req.get("op") == "reset" and reply.get("ok"):
+                self.prepare_spare()
 
     def handle(self, req: dict) -> dict:
         op = req.get("op")
         if op == "reset":
             return self.reset(bool(req.get("terminal", True)))
+        if op == "zone":
+            self.ensure_zone()
+            return {"ok": True, "pid": self.zone_info.get("pid")}
         if op == "status":
             return {"ok": True, "ready": self.ready_info,
                     "infra": {n: p.poll() is None for n, p in self.infra.items()}}
@@ -432,7 +628,19 @@ class Init:
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
+    def ensure_zone(self) -> None:
+        if not self.zone_alive():
+            log("the agent zone died; starting a new one")
+            self.kill_zone()
+            self.start_zone()
+
     def shutdown(self) -> None:
+        try:
+            self.kill_zone()
+            if self.spare is not None:
+                self.kill_zone_proc(self.spare[0], self.spare[1].get("pid"))
+        except RuntimeError:
+            pass
         for proc in list(self.infra.values())[::-1]:
             if proc.poll() is None:
                 proc.terminate()

@@ -4,8 +4,12 @@ Protocol: the paths and payloads of OSWorld's in-VM Flask server (xlang-ai/OSWor
 desktop_env/server/main.py), reimplemented on ``http.server`` so that it runs under Debian's
 python with no pip packages. Differences on purpose:
 
-* every request needs ``Authorization: Bearer <token>`` (401 otherwise, constant-time compare)
-  unless the server was started with ``--insecure-no-token``;
+* every request needs ``Authorization: Bearer <token>`` (401 otherwise, constant-time compare,
+  checked before any body byte is read) unless the server was started with ``--insecure-no-token``;
+* it fails closed (:mod:`.httpguard`): at most ``--max-connections`` connections (more get 503),
+  headers within ``--header-timeout`` s, each body read/reply write within ``--io-timeout`` s,
+  bodies of at most ``--max-body`` bytes with a strict ``Content-Length`` (or chunked, capped
+  per chunk before reading it);
 * it binds a unix socket or a loopback address (``--allow-remote`` for a VM's NIC);
 * window management uses EWMH directly instead of spawning ``wmctrl``;
 * ``/accessibility`` is bounded by a node cap and a time cap (``?max_nodes=&time_budget=``);
@@ -39,6 +43,11 @@ from typing import Any, Callable, Optional
 from . import PROTOCOL_VERSION, SERVER_NAME
 from . import a11y as a11y_mod
 from . import multipart
+from . import zone
+from .httpguard import (
+    DEFAULT_HEADER_TIMEOUT_S, DEFAULT_IO_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, BodyError, GuardedHandlerMixin,
+    GuardedServerMixin, body_length, read_chunked, read_exact, refuse_unauthorized,
+)
 from .input import ActionError, Input
 from .screen import Screen, encode_png
 from .windows import Windows
@@ -47,6 +56,7 @@ from .windows import Windows
 EXECUTE_TIMEOUT_S = 120.0
 #: OSWorld's open_file default wait (their TIMEOUT is 1800 s; we cap what a caller may ask)
 OPEN_FILE_TIMEOUT_S = 1800.0
+#: largest request body (``/setup/upload`` carries whole files); ``--max-body`` changes it
 DEFAULT_MAX_BODY = 1 << 30
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 OBSERVE_CONTENT_TYPE = "application/x-guigym-observe"
@@ -140,7 +150,7 @@ def _float_field(data: dict[str, Any], key: str, default: float, lo: float, hi: 
     return v
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection per client
     server_version = SERVER_NAME + "/" + PROTOCOL_VERSION
     server: "DesktopHTTPServer"
@@ -162,31 +172,9 @@ class Handler(BaseHTTPRequestHandler):
         return hmac.compare_digest(got.encode("utf-8", "replace"), expected)
 
     def _read_body(self) -> bytes:
-        n = self.headers.get("Content-Length")
-        if n is None:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                return self._read_chunked()
-            return b""
-        try:
-            length = int(n)
-        except ValueError:
-            raise HTTPError(400, f"bad Content-Length {n!r}") from None
-        if length < 0 or length > self.server.max_body:
-            raise HTTPError(413, f"body of {length} bytes exceeds the {self.server.max_body}-byte limit")
-        return self.rfile.read(length)
-
-    def _read_chunked(self) -> bytes:
-        out = bytearray()
-        while True:
-            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return bytes(out)
-            out += self.rfile.read(size)
-            self.rfile.readline()
-            if len(out) > self.server.max_body:
-                raise HTTPError(413, "chunked body exceeds the size limit")
+        """The body, framing checked before reading (httpguard.body_length): BodyError -> 4xx/5xx."""
+        n = body_length(self.headers, self.server.max_body, allow_chunked=True)
+        return read_chunked(self.rfile, self.server.max_body) if n is None else read_exact(self.rfile, n)
 
     def _json_body(self) -> dict[str, Any]:
         body = self._body
@@ -236,19 +224,18 @@ class Handler(BaseHTTPRequestHandler):
         self._body = b""
         try:
             if not self._authorized():
-                # strangers get no big reads: drain a small body (so the client reads our answer
-                # instead of a connection reset), then answer and hang up
-                try:
-                    n = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    n = -1
-                if 0 < n <= 65536:
-                    self.rfile.read(n)
-                self.send(401, b'{"status": "error", "message": "missing or wrong bearer token"}',
-                          "application/json", {"WWW-Authenticate": 'Bearer realm="guigym"', "Connection": "close"})
-                self.close_connection = True
+                # strangers get no big reads: at most a small body is drained, then 401 and hang up
+                refuse_unauthorized(self, b'{"status": "error", "message": "missing or wrong bearer token"}',
+                                    {"WWW-Authenticate": 'Bearer realm="guigym"'})
                 return
-            self._body = self._read_body()
+            try:
+                self._body = self._read_body()
+            except BodyError as exc:
+                self.close_connection = True  # the body was not (fully) read: the stream is out of step
+                raise HTTPError(exc.status, exc.message) from None
+            except TimeoutError:
+                self.close_connection = True  # no body byte for --io-timeout seconds: drop the client
+                return
             route = ROUTES.get(url.path.rstrip("/") or "/")
             if route is None:
                 raise HTTPError(404, f"no endpoint {url.path}")
@@ -316,6 +303,11 @@ class Handler(BaseHTTPRequestHandler):
             raise HTTPError(503, a11y_error)
         self.send_json({"output": out, "status": "success"})
 
+    def guigym_terminal(self) -> None:
+        """The local sandbox's terminal text (its tmux pane) only, no AT-SPI walk: ``{"output":
+        text or null}``. The host asks here instead of running a tmux client itself."""
+        self.send_json({"output": tmux_terminal_output(), "status": "success"})
+
     def screen_size(self) -> None:
         w, h = self.desk.screen.size()
         self.send_json({"width": w, "height": h})
@@ -329,11 +321,11 @@ class Handler(BaseHTTPRequestHandler):
         command, shell = _command(data)
         timeout = _float_field(data, "timeout", EXECUTE_TIMEOUT_S, 0.001, 3600)
         try:
-            r = subprocess.run(command, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
+            r = zone.run(command, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise HTTPError(500, f"command timed out after {timeout:g} s") from None
-        except OSError as exc:
+        except (OSError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, str(exc)) from None
         self.send_json({"status": "success", "output": r.stdout, "error": r.stderr, "returncode": r.returncode})
 
@@ -344,9 +336,9 @@ class Handler(BaseHTTPRequestHandler):
         max_wait = _float_field(data, "max_wait_time", 10, 0, 3600)
         interval = _float_field(data, "check_interval", 1, 0.01, 60)
         try:
-            r = subprocess.run(command, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               errors="replace", timeout=EXECUTE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except (subprocess.TimeoutExpired, OSError) as exc:
+            r = zone.run(command, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace", timeout=EXECUTE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (subprocess.TimeoutExpired, OSError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, str(exc)) from None
         base = {"output": r.stdout, "error": r.stderr, "returncode": r.returncode}
         if not verification:
@@ -359,9 +351,9 @@ class Handler(BaseHTTPRequestHandler):
                 ok = bool(self.desk.windows.find(str(verification["window_exists"])))
             if ok and "command_success" in verification:
                 try:
-                    ok = subprocess.run(verification["command_success"], shell=True, capture_output=True,
-                                        timeout=5).returncode == 0
-                except (subprocess.TimeoutExpired, OSError):
+                    ok = zone.run(verification["command_success"], shell=True, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, timeout=5).returncode == 0
+                except (subprocess.TimeoutExpired, OSError, zone.ZoneUnavailable):
                     ok = False
             waited = time.monotonic() - t0
             if ok:
@@ -375,16 +367,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def launch(self) -> None:
         command, shell = _command(self._json_body())
-        if isinstance(command, list) and command[0] == "google-chrome" and shutil.which("google-chrome") is None:
+        if isinstance(command, list) and command[0] == "google-chrome" and zone.which("google-chrome") is None:
             # OSWorld swaps in chromium where Chrome does not exist (they do it on arm64)
             for alt in ("chromium", "chromium-browser"):
-                if shutil.which(alt):
+                if zone.which(alt):
                     command = [alt] + command[1:]
                     break
         try:
-            p = subprocess.Popen(command, shell=shell, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError as exc:
+            p = zone.popen(command, shell=shell, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+        except (OSError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, str(exc)) from None
         self.desk.children.append(p)
         self.desk.children[:] = [c for c in self.desk.children if c.poll() is None]
@@ -397,20 +389,20 @@ class Handler(BaseHTTPRequestHandler):
             raise HTTPError(400, "Path not supplied!")
         timeout = _float_field(data, "timeout_seconds", OPEN_FILE_TIMEOUT_S, 0, OPEN_FILE_TIMEOUT_S)
         full = os.path.expandvars(os.path.expanduser(path))
-        if os.path.exists(full):
-            opener = shutil.which("xdg-open")
+        if zone.test("-e", full):
+            opener = zone.which("xdg-open")
             if opener is None:
                 raise HTTPError(500, "xdg-open is not installed; cannot open files")
             argv = [opener, full]
             base = os.path.basename(full)
             candidates = [data.get("window_name")] if data.get("window_name") else [base, os.path.splitext(base)[0]]
-        elif shutil.which(path):
+        elif zone.which(path):
             argv = [path]
             candidates = [data.get("window_name") or path]
         else:
             raise HTTPError(404, f"Application/file not found: {path}")
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+        p = zone.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True)
         self.desk.children.append(p)
         if self.desk.windows.wait_for([c for c in candidates if c], timeout) is None:
             raise HTTPError(500, f"Failed to find window for {candidates} within {timeout:g} seconds.")
@@ -441,19 +433,9 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(path, str) or not isinstance(part, multipart.Part):
             raise HTTPError(400, "file_path and file_data are required")
         full = os.path.expandvars(os.path.expanduser(path))
-        d = os.path.dirname(full)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        tmp = f"{full}.part{os.getpid()}.{threading.get_ident()}"
         try:
-            with open(tmp, "wb") as f:
-                f.write(part.data)
-            os.replace(tmp, full)  # atomic: a reader never sees half a file
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            zone.write_file(full, part.data)  # as the agent: its symlinks resolve in its own view
+        except (OSError, subprocess.TimeoutExpired, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, f"Failed to upload file: {exc}") from None
         self.send_text(f"File Uploaded: {len(part.data)} bytes")
 
@@ -463,10 +445,12 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(path, str) or not path:
             raise HTTPError(400, "file_path is required")
         full = os.path.expandvars(os.path.expanduser(path))
-        if not os.path.isfile(full):
+        try:
+            data = zone.read_file(full)
+        except (OSError, subprocess.TimeoutExpired, zone.ZoneUnavailable) as exc:
+            raise HTTPError(500, f"cannot read {full}: {exc}") from None
+        if data is None:
             raise HTTPError(404, "File not found")
-        with open(full, "rb") as f:
-            data = f.read()
         self.send(200, data, "application/octet-stream",
                   {"Content-Disposition": "attachment; filename=%s" % json.dumps(os.path.basename(full))})
 
@@ -475,23 +459,13 @@ class Handler(BaseHTTPRequestHandler):
         if "path" not in data:
             raise HTTPError(400, "Missing 'path' parameter")
         start = os.path.expanduser(str(data["path"]))
-        if not os.path.isdir(start):
+        try:
+            tree = zone.list_tree(start)
+        except (OSError, ValueError, subprocess.TimeoutExpired, zone.ZoneUnavailable) as exc:
+            raise HTTPError(500, f"cannot list {start}: {exc}") from None
+        if tree is None:
             raise HTTPError(400, "The provided path is not a directory")
-
-        def walk(directory: str) -> dict[str, Any]:
-            tree: dict[str, Any] = {"type": "directory", "name": os.path.basename(directory), "children": []}
-            try:
-                for entry in os.listdir(directory):
-                    full = os.path.join(directory, entry)
-                    if os.path.isdir(full) and not os.path.islink(full):
-                        tree["children"].append(walk(full))
-                    else:
-                        tree["children"].append({"type": "file", "name": entry})
-            except OSError as exc:
-                return {"error": str(exc)}
-            return tree
-
-        self.send_json({"directory_tree": walk(start)})
+        self.send_json({"directory_tree": tree})
 
     def window_size(self) -> None:
         cls = self._form().get("app_class_name")
@@ -512,33 +486,35 @@ class Handler(BaseHTTPRequestHandler):
 
     def desktop_path(self) -> None:
         p = os.path.join(os.path.expanduser("~"), "Desktop")
-        if not os.path.exists(p):
+        if not zone.test("-e", p):
             raise HTTPError(404, "Unsupported operating system or desktop path not found")
         self.send_json({"desktop_path": p})
 
     def wallpaper(self) -> None:
         try:
-            out = subprocess.check_output(["gsettings", "get", "org.gnome.desktop.background", "picture-uri"],
-                                          stderr=subprocess.PIPE, timeout=10).decode().strip()
-        except (OSError, subprocess.SubprocessError) as exc:
+            r = zone.run(["gsettings", "get", "org.gnome.desktop.background", "picture-uri"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+            if r.returncode != 0:
+                raise OSError(r.stderr.decode(errors="replace").strip())
+            path = r.stdout.decode().strip().replace("file://", "").replace("'", "")
+            data = zone.read_file(path)
+        except (OSError, subprocess.SubprocessError, zone.ZoneUnavailable) as exc:
             raise HTTPError(404, f"Wallpaper file not found: {exc}") from None
-        path = out.replace("file://", "").replace("'", "")
-        if not os.path.isfile(path):
+        if data is None:
             raise HTTPError(404, "Wallpaper file not found")
-        with open(path, "rb") as f:
-            self.send(200, f.read(), "image/png")
+        self.send(200, data, "image/png")
 
     def change_wallpaper(self) -> None:
         path = self._json_body().get("path")
         if not path:
             raise HTTPError(400, "Path not supplied!")
         full = os.path.expandvars(os.path.expanduser(path))
-        if not os.path.exists(full):
+        if not zone.test("-e", full):
             raise HTTPError(404, f"File not found: {full}")
         try:
-            subprocess.run(["gsettings", "set", "org.gnome.desktop.background", "picture-uri", f"file://{full}"],
-                           timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError) as exc:
+            zone.run(["gsettings", "set", "org.gnome.desktop.background", "picture-uri", f"file://{full}"],
+                     stdin=subprocess.DEVNULL, timeout=10)
+        except (OSError, subprocess.SubprocessError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, f"Failed to change wallpaper. Error: {exc}") from None
         self.send_text("Wallpaper changed successfully")
 
@@ -548,39 +524,31 @@ class Handler(BaseHTTPRequestHandler):
         if not url or not path:
             raise HTTPError(400, "Path or URL not supplied!")
         full = os.path.expandvars(os.path.expanduser(path))
-        os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
         err: Optional[Exception] = None
         for _ in range(3):
-            tmp = full + ".part"
-            try:
-                with urllib.request.urlopen(url, timeout=300) as r, open(tmp, "wb") as f:
-                    shutil.copyfileobj(r, f, 1 << 20)
-                os.replace(tmp, full)
-                self.send_text(f"File downloaded successfully: {os.path.getsize(full)} bytes")
+            try:  # fetched here, written as the agent (its HOME is not ours to write into)
+                with urllib.request.urlopen(url, timeout=300) as r:
+                    payload = r.read()
+                zone.write_file(full, payload)
+                self.send_text(f"File downloaded successfully: {len(payload)} bytes")
                 return
             except Exception as exc:  # network unreachable inside a --unshare-net sandbox, 404...
                 err = exc
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
         raise HTTPError(500, f"Failed to download {url}. No retries left. Error: {err}")
 
     def run_python(self) -> None:
         code = self._json_body().get("code")
         if not code:
             raise HTTPError(400, "Code not supplied!")
-        fd, path = tempfile.mkstemp(suffix=".py", prefix="python_exec_")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(code)
-            try:
-                r = subprocess.run([sys.executable, path], capture_output=True, text=True, errors="replace",
-                                   timeout=30, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                self.send_json({"status": "error", "message": "Execution timeout: Code took too long to execute",
-                                "error": "TimeoutExpired", "need_more": False, "output": None}, 500)
-                return
-        finally:
-            os.unlink(path)
+        try:  # the desktop's python3 (in the agent zone when there is one), code as one argument
+            r = zone.run(["python3", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace", timeout=30, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            self.send_json({"status": "error", "message": "Execution timeout: Code took too long to execute",
+                            "error": "TimeoutExpired", "need_more": False, "output": None}, 500)
+            return
+        except (OSError, zone.ZoneUnavailable) as exc:
+            raise HTTPError(500, str(exc)) from None
         msg = r.stdout + (("\n" if r.stdout else "") + r.stderr if r.stderr else "")
         self.send_json({"status": "success" if r.returncode == 0 else "error", "message": msg, "need_more": False,
                         "output": r.stdout, "error": r.stderr, "return_code": r.returncode})
@@ -595,25 +563,21 @@ class Handler(BaseHTTPRequestHandler):
         cwd = data.get("working_dir")
         if cwd:
             cwd = os.path.expanduser(cwd)
-            if not os.path.isdir(cwd):
+            if not zone.test("-d", cwd):
                 self.send_json({"status": "error", "output": f"Working directory does not exist: {cwd}",
                                 "error": "", "returncode": -1}, 400)
                 return
         if "#!/bin/bash" not in script:
             script = "#!/bin/bash\n\n" + script
-        fd, path = tempfile.mkstemp(suffix=".sh")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(script)
-            try:
-                r = subprocess.run(["/bin/bash", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   errors="replace", timeout=timeout, cwd=cwd or None, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                self.send_json({"status": "error", "output": f"Script execution timed out after {timeout:g} seconds",
-                                "error": "", "returncode": -1}, 500)
-                return
-        finally:
-            os.unlink(path)
+        try:  # the script is one argument of bash -c: nothing is written where the agent could swap it
+            r = zone.run(["/bin/bash", "-c", script, "bash"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, errors="replace", timeout=timeout, cwd=cwd or None, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            self.send_json({"status": "error", "output": f"Script execution timed out after {timeout:g} seconds",
+                            "error": "", "returncode": -1}, 500)
+            return
+        except (OSError, zone.ZoneUnavailable) as exc:
+            raise HTTPError(500, str(exc)) from None
         self.send_json({"status": "success" if r.returncode == 0 else "error", "output": r.stdout,
                         "error": "", "returncode": r.returncode})
 
@@ -747,17 +711,22 @@ ROUTES: dict[str, tuple[frozenset, Callable[[Handler], None]]] = {
     "/guigym/version": (_G, Handler.guigym_version),
     "/guigym/action": (_P, Handler.guigym_action),
     "/guigym/observe": (_G, Handler.guigym_observe),
+    "/guigym/terminal": (_G, Handler.guigym_terminal),
 }
 
 
-class DesktopHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer over TCP (IPv4/IPv6) or a unix socket, with token and desktop state."""
+class DesktopHTTPServer(GuardedServerMixin, ThreadingHTTPServer):
+    """ThreadingHTTPServer over TCP (IPv4/IPv6) or a unix socket, with token and desktop state;
+    connections, header time and per-read time bounded (httpguard.GuardedServerMixin)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self, address: Any, token: Optional[bytes], desktop: Desktop, unix: bool = False,
-                 verbose: bool = False, max_body: int = DEFAULT_MAX_BODY) -> None:
+                 verbose: bool = False, max_body: int = DEFAULT_MAX_BODY,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
+                 io_timeout: float = DEFAULT_IO_TIMEOUT_S) -> None:
+        self.guard(max_connections, header_timeout, io_timeout)
         self.unix = unix
         if unix:
             self.address_family = socket.AF_UNIX
@@ -808,7 +777,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote", action="store_true",
                    help="allow --host to be a non-loopback address (a VM's NIC); still needs the token")
     p.add_argument("--display", help="X display (default $DISPLAY); exported to launched commands")
-    p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, help="largest request body in bytes")
+    p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY,
+                   help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})")
+    p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+                   help=f"connections served at once, one thread each (default {DEFAULT_MAX_CONNECTIONS}); more get 503")
+    p.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+                   help=f"seconds for a request's headers to arrive (default {DEFAULT_HEADER_TIMEOUT_S:g})")
+    p.add_argument("--io-timeout", type=float, default=DEFAULT_IO_TIMEOUT_S,
+                   help=f"seconds one body read or reply write may block (default {DEFAULT_IO_TIMEOUT_S:g})")
     p.add_argument("--verbose", action="store_true", help="log requests and tracebacks to stderr")
     return p
 
@@ -827,15 +803,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not os.environ.get("DISPLAY"):
         raise SystemExit("no X display: pass --display or set DISPLAY")
     desktop = Desktop(args.display or os.environ["DISPLAY"])
+    limits = dict(max_body=args.max_body, max_connections=args.max_connections, header_timeout=args.header_timeout,
+                  io_timeout=args.io_timeout)
     if args.unix_socket:
         if os.path.exists(args.unix_socket):
             os.unlink(args.unix_socket)  # a stale socket from a killed server
-        server = DesktopHTTPServer(args.unix_socket, token, desktop, unix=True, verbose=args.verbose,
-                                   max_body=args.max_body)
+        server = DesktopHTTPServer(args.unix_socket, token, desktop, unix=True, verbose=args.verbose, **limits)
         where = args.unix_socket
     else:
         host = "127.0.0.1" if args.host == "localhost" else args.host
-        server = DesktopHTTPServer((host, args.port), token, desktop, verbose=args.verbose, max_body=args.max_body)
+        server = DesktopHTTPServer((host, args.port), token, desktop, verbose=args.verbose, **limits)
         where = "%s:%d" % (host, server.server_address[1])
 
     def stop(signum: int, frame: Any) -> None:

@@ -1,0 +1,271 @@
+"""Web envs, attacked as an agent would: every attack is an action string sent to ``env.step``
+(or, where MiniWoB's pages offer nothing to click, the same typed action sent to the web
+controller on a page built for the test). Each asserts that the attack gains nothing and that the
+episode stays the agent's own outcome: scored, never turned into ``EnvInfraError``.
+"""
+from __future__ import annotations
+
+import http.server
+import secrets
+import threading
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import gymnasium as gym
+import pytest
+from lxml import etree
+
+import guigym  # noqa: F401 - registers the envs
+from guigym.core import actions as A
+from guigym.core.errors import ActionNotPossible, ConfigError
+from guigym.envs.web.controller import WebController, WebControllerConfig
+
+PASSWD_MARK = "root:x:0:0"  # first line of /etc/passwd on every Linux this runs on
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Any]:
+    e = gym.make("MiniWoB-v0", task="click-test").unwrapped
+    yield e
+    e.close()
+
+
+def _button(a11y: str) -> str:
+    return next(etree.fromstring(a11y.encode()).iter("button")).get("id")
+
+
+def _finish_scored(env: Any) -> dict[str, Any]:
+    """Say done; the episode must end with a real score (no EnvInfraError), here 0."""
+    obs, r, term, trunc, info = env.step("done()")
+    assert term and not trunc and r == 0.0 and info["success"] is False, info
+    assert PASSWD_MARK not in obs["a11y"]
+    return info
+
+
+def test_passwd_is_readable_on_this_host():
+    # the attacks below are meaningful only when the file they aim at exists and says this
+    assert PASSWD_MARK in Path("/etc/passwd").read_text()
+
+
+def test_goto_file_url_is_refused_and_the_episode_is_still_scored(env):
+    obs0, _ = env.reset(seed=0)
+    obs, r, term, trunc, info = env.step('goto(url="file:///etc/passwd")')
+    assert "refused" in info["action_error"] and "file:" in info["action_error"], info["action_error"]
+    assert (r, term, trunc) == (0.0, False, False)
+    assert PASSWD_MARK not in obs["a11y"] and obs["url"] == obs0["url"], "the task page is still shown"
+    # the episode goes on: the task can still be solved, and that is scored 1
+    _, r, term, _, info = env.step(f'click(element="{_button(obs["a11y"])}")')
+    assert term and r == 1.0 and info["success"]
+
+
+@pytest.mark.parametrize("url", [
+    "file:///etc/passwd",
+    "FILE:///etc/passwd",
+    " file:///etc/passwd",
+    "data:text/html,<script>location='file:///etc/passwd'</script>",
+    "javascript:location='file:///etc/passwd'",
+    "view-source:file:///etc/passwd",
+    "chrome://version",
+    "filesystem:file:///etc/passwd",
+    "http://127.0.0.1:1/",  # another port on this host: another origin
+])
+def test_goto_to_other_schemes_and_origins_is_refused(env, url):
+    obs0, _ = env.reset(seed=1)
+    obs, r, term, trunc, info = env.step(f"goto(url={url!r})")
+    assert info["action_error"] and "refused" in info["action_error"], info["action_error"]
+    assert (r, term, trunc) == (0.0, False, False)
+    assert obs["url"] == obs0["url"] and PASSWD_MARK not in obs["a11y"]
+    _finish_scored(env)
+
+
+def test_path_traversal_on_the_task_server_reads_nothing_outside_its_pages(env):
+    obs0, _ = env.reset(seed=2)
+    base = obs0["url"].rsplit("/", 1)[0] + "/"
+    for path in ("../../../../../../etc/passwd", "..%2f..%2f..%2f..%2f..%2f..%2fetc/passwd", "../"):
+        obs, r, term, trunc, info = env.step(f'goto(url="{base}{path}")')
+        assert PASSWD_MARK not in obs["a11y"], path
+        assert not term
+    _finish_scored(env)
+
+
+@pytest.mark.parametrize("leave", [
+    ['goto(url="about:blank")'],
+    ["go_back()"],  # past the start: the tab's initial empty page
+    ["close_tab()"],  # the task tab, the only one: an empty tab takes its place
+    ["new_tab()", "tab_focus(index=0)", "close_tab()"],
+])
+def test_leaving_or_closing_the_task_page_is_a_scored_failure(env, leave):
+    env.reset(seed=3)
+    for action in leave:
+        obs, r, term, trunc, info = env.step(action)
+        assert info["action_error"] is None, (action, info["action_error"])
+        assert (r, term, trunc) == (0.0, False, False)
+    assert obs["url"] == "about:blank" and obs["screenshot"].shape == (210, 160, 3)
+    info = _finish_scored(env)
+    assert info["verifier"]["task_page_gone"] is True and "navigated away" in info["verifier"]["reason"]
+
+
+def test_solving_a_fresh_copy_of_the_task_page_does_not_count(env):
+    # Reward hacking by re-rolling: leave the seeded problem for a freshly loaded copy of the
+    # page (a new, unseeded problem) and solve that one instead.
+    obs0, _ = env.reset(seed=4)
+    env.step('goto(url="about:blank")')
+    obs, _, term, _, info = env.step(f'goto(url="{obs0["url"]}")')
+    assert not term and info["action_error"] is None and obs["url"] == obs0["url"]
+    obs, r, term, trunc, info = env.step(f'click(element="{_button(obs["a11y"])}")')
+    if not term:  # the copy's own "episode" ended, but it is not this episode's page
+        info = _finish_scored(env)
+    assert r == 0.0 and info["success"] is False and info["verifier"]["task_page_gone"] is True
+
+
+def test_step_budget_running_out_away_from_the_task_is_scored():
+    e = gym.make("MiniWoB-v0", task="click-test", max_steps=2).unwrapped
+    try:
+        e.reset(seed=0)
+        e.step("close_tab()")
+        _, r, term, trunc, info = e.step("wait(seconds=0)")
+        assert (r, term, trunc) == (0.0, False, True) and info["verifier"]["task_page_gone"] is True
+    finally:
+        e.close()
+
+
+# -- navigations the agent causes indirectly: a page built for the test, since MiniWoB's pages
+# -- link nowhere. Two loopback sites: the task's and another one (another port = another origin).
+
+class _Site:
+    def __init__(self, pages: dict[str, tuple[int, dict[str, str], str]]) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                status, headers, body = pages.get(self.path, (404, {}, "not found"))
+                data = body.encode()
+                self.send_response(status)
+                for k, v in {"Content-Type": "text/html", **headers}.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.server.hits.append(self.path)  # type: ignore[attr-defined]
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.hits = []  # type: ignore[attr-defined]
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def sites() -> Iterator[tuple[_Site, _Site, str]]:
+    secret = "SECRET-" + secrets.token_hex(8)
+    other = _Site({"/secret": (200, {}, f"<p>{secret}</p>")})
+    task_page = f"""<!doctype html><html><body>
+      <a href="{other.origin}/secret">other site</a>
+      <a href="file:///etc/passwd">passwd</a>
+      <button onclick="location.href='{other.origin}/secret'">script</button>
+      <a href="/to-other">redirect to other</a>
+      <a href="/to-file">redirect to file</a>
+      <a href="{other.origin}/secret" target="_blank">popup</a>
+    </body></html>"""
+    task = _Site({
+        "/task": (200, {}, task_page),
+        "/to-other": (302, {"Location": f"{other.origin}/secret"}, ""),
+        "/to-file": (302, {"Location": "file:///etc/passwd"}, ""),
+        "/loop": (200, {}, '<button onclick="while (true) {}">loop</button>'),
+    })
+    yield task, other, secret
+    task.close()
+    other.close()
+
+
+@pytest.fixture()
+def ctl(sites) -> Iterator[WebController]:
+    c = WebController(WebControllerConfig(viewport=(400, 300)))
+    c.open(sites[0].origin + "/task")
+    yield c
+    c.close()
+
+
+def _act(c: WebController, action: A.Action) -> Optional[str]:
+    """What GUIEnv.step does with an action: run it; ActionNotPossible is the agent's error."""
+    try:
+        c.execute(action)
+    except ActionNotPossible as exc:
+        return str(exc)
+    return None
+
+
+def _element(a11y: str, role: str, name: str) -> str:
+    for node in etree.fromstring(a11y.encode()).iter(role):
+        if node.get("name") == name:
+            return node.get("id")
+    raise AssertionError(f"no {role} {name!r} in {a11y}")
+
+
+@pytest.mark.parametrize("role,name,request_may_leave", [
+    ("link", "other site", False), ("link", "passwd", False), ("button", "script", False),
+    ("link", "popup", False), ("link", "redirect to file", False),
+    # Playwright routes a redirect's first URL only: the hop to the other site is sent, and what
+    # comes back is blanked before anything is observed
+    ("link", "redirect to other", True),
+])
+def test_clicks_that_lead_off_the_task_site_are_blocked(sites, ctl, role, name, request_may_leave):
+    task, other, secret = sites
+    start = ctl.observe()
+    hits = len(other.httpd.hits)
+    _act(ctl, A.Click(element=_element(start.a11y, role, name)))
+    _act(ctl, A.Wait(seconds=0.5))  # let any navigation the click started finish
+    obs = ctl.observe()
+    assert secret not in obs.a11y and PASSWD_MARK not in obs.a11y, obs.a11y
+    # the task site, an empty tab, or Chromium's own error page for a refused redirect
+    assert obs.url.startswith(task.origin) or obs.url in ("about:blank", "chrome-error://chromewebdata/"), obs.url
+    if not request_may_leave:
+        assert len(other.httpd.hits) == hits, "no request reached the other site"
+
+
+def test_goto_an_allowed_url_that_redirects_off_site_is_refused(sites, ctl):
+    task, other, secret = sites
+    err = _act(ctl, A.Goto(url=task.origin + "/to-other"))
+    assert err is not None and "blocked" in err, err
+    obs = ctl.observe()
+    # the redirect's target was never shown: the task page, or an empty tab where it was blanked
+    assert secret not in obs.a11y and obs.url in (task.origin + "/task", "about:blank"), obs.url
+
+
+def test_a_page_the_agent_sets_looping_forever_is_closed_and_the_episode_goes_on(sites):
+    # The agent's click starts an endless script: the tab stops answering, the browser does not.
+    # That is the agent's outcome (its tab is closed, the episode goes on and is scored), not an
+    # infrastructure fault the episode could be rerun for.
+    task, _, _ = sites
+    c = WebController(WebControllerConfig(viewport=(400, 300)))
+    try:
+        c.open(task.origin + "/loop")
+        err = _act(c, A.Click(element=_element(c.observe().a11y, "button", "loop")))
+        assert err is not None and "stopped answering" in err, err
+        obs = c.observe()  # no EnvInfraError: what is left is observed
+        assert obs.url == "about:blank" and c.task_page.is_closed() and c.task_page_hung
+        assert _act(c, A.Goto(url=task.origin + "/task")) is None  # and the agent can go on
+        assert "other site" in c.observe().a11y
+    finally:
+        c.close()
+
+
+def test_an_allowed_other_site_can_be_visited_and_the_episode_is_still_scored(sites):
+    # allowed_origins widens the policy; leaving the task page for such a site is still the
+    # agent's own outcome: observed, then scored 0 (the task page no longer shows the task)
+    _, other, secret = sites
+    with pytest.raises(ConfigError, match="allowed_origins"):
+        gym.make("MiniWoB-v0", task="click-test", allowed_origins=["file:///etc"])
+    e = gym.make("MiniWoB-v0", task="click-test", allowed_origins=[other.origin]).unwrapped
+    try:
+        e.reset(seed=0)
+        obs, r, term, trunc, info = e.step(f'goto(url="{other.origin}/secret")')
+        assert info["action_error"] is None and secret in obs["a11y"] and not term
+        info = _finish_scored(e)
+        assert info["verifier"]["task_page_gone"] is True
+    finally:
+        e.close()
