@@ -308,17 +308,44 @@ def test_epoch_shuffle_sampler_covers_each_task_once_per_epoch():
 
 
 def test_keep_all_and_top_entropy_step_filters():
+    # two task groups: g1 = {a, b}, g2 = {c}; ranking is per group (DART), never across groups
     trajs = [_traj("a", 1.0, [_step(0.1), _step(0.9), _step(0.5)]),
-             _traj("b", 0.0, [_step(0.7), _step(None), _step(0.3)])]
-    assert STEP_FILTERS.build("default")(trajs) == [[True] * 3, [True] * 3]
+             _traj("b", 0.0, [_step(0.7), _step(0.2), _step(0.3)]),
+             _traj("c", 0.0, [_step(0.05), _step(0.01)], task="t2", group="g2")]
+    assert STEP_FILTERS.build("default")(trajs) == [[True] * 3, [True] * 3, [True] * 2]
     f = STEP_FILTERS.build("top_entropy", fraction=0.5)
     assert isinstance(f, StepFilter)
-    # 5 ranked steps, k = floor(0.5 * 5) = 2: entropies 0.9 and 0.7; the unranked step is kept
-    assert f(trajs) == [[False, True, False], [True, True, False]]
-    # fraction 0.8: k = 4 -> drops only the lowest (0.1)
-    assert STEP_FILTERS.build("top_entropy", fraction=0.8)(trajs) == [[False, True, True], [True, True, True]]
+    # g1: 6 steps, k = floor(0.5 * 6) = 3 -> 0.9, 0.7, 0.5; g2: 2 steps, k = 1 -> 0.05. Ranked over
+    # the whole batch instead, g2's steps (the lowest 2 of 8) would both be dropped.
+    assert f(trajs) == [[False, True, True], [True, False, False], [True, False]]
+    # fraction 0.8: g1 k = 4 (drops 0.1 and 0.2), g2 k = max(1, floor(1.6)) = 1
+    assert STEP_FILTERS.build("top_entropy", fraction=0.8)(trajs) == \
+        [[False, True, True], [True, False, True], [True, False]]
     with pytest.raises(ConfigError, match="fraction"):
         STEP_FILTERS.build("top_entropy", fraction=0.0)
+
+
+def test_top_entropy_never_silently_keeps_steps_without_entropy():
+    trajs = [_traj("a", 1.0, [_step(0.1), _step(0.9)]),
+             _traj("x", 1.0, [_step(None), _step(None)], source="expert")]
+
+    class Policy:  # a policy handle that "recomputes" entropies: 0.5 for every step it is asked about
+        asked = 0
+
+        def step_entropy(self, step):
+            Policy.asked += 1
+            return 0.5
+
+    class Ctx:
+        policy = Policy()
+
+    with pytest.raises(ValueError, match="'x'.*step 0 has no recorded entropy"):
+        STEP_FILTERS.build("top_entropy", fraction=0.5, missing="raise")(trajs)
+    with pytest.raises(ValueError, match="no policy handle"):
+        STEP_FILTERS.build("top_entropy", fraction=0.5)(trajs)
+    # recomputed: 4 steps (0.1, 0.9, 0.5, 0.5), k = 2 -> 0.9 and the first 0.5 (ties keep the earlier)
+    keep = STEP_FILTERS.build("top_entropy", fraction=0.5)(trajs, ctx=Ctx())
+    assert keep == [[False, True], [True, False]] and Policy.asked == 2
 
 
 def test_perplexity_band_filter():
@@ -341,7 +368,8 @@ def test_extra_losses():
     zero, metrics = EXTRA_LOSSES.build("default")(inputs)
     assert zero.item() == 0.0 and metrics == {}
     sft, metrics = EXTRA_LOSSES.build("sft", coef=0.5)(inputs)
-    # expert row only: NLL token mean (1 + 3) / 2 = 2, * 0.5
-    assert sft.item() == pytest.approx(1.0)
-    sft.backward()
-    close(logp.grad, [[-0.25, -0.25], [0.0, 0.0]])
+    # per-token -coef * logp on the expert row only (the learner aggregates it like the policy loss)
+    close(sft, [[0.5, 1.5], [0.0, 0.0]])
+    assert metrics == {"sft_nll": pytest.approx(2.0), "sft_tokens": 2.0}  # NLL mean (1 + 3) / 2
+    sft.sum().backward()
+    close(logp.grad, [[-0.5, -0.5], [0.0, 0.0]])

@@ -64,11 +64,29 @@ class ModelConfig(_Section):
                                   description="sizes of the fresh tiny model built when `path` is null")
     device: str = Field("cpu", description="torch device of the learner ('cpu', 'cuda', 'cuda:0'; default cpu)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="learner weights dtype (TRL/transformers `torch_dtype`; default float32, the "
-                               "only one where rollout and trainer log-probs agree to 1e-4 on CPU)")
+        "float32", description="dtype the weights are stored in (transformers `dtype`; default float32). Full "
+                               "fine-tuning needs float32 master weights (AdamW updates of ~1e-6 round away in "
+                               "bf16/fp16: bf16(w + 1e-6) == w for |w| >= 2**-11); bfloat16/float16 only for a "
+                               "frozen LoRA base. Compute precision is `mixed_precision`")
+    mixed_precision: Literal["no", "bf16"] = Field(
+        "no", description="compute dtype of the learner's forward/backward (accelerate `mixed_precision`; "
+                          "Micikevicius et al. 2018 'Mixed precision training'): 'bf16' = torch.autocast(bfloat16) "
+                          "over float32 master weights (under FSDP also bf16 all-gathers, float32 gradient "
+                          "reduction); 'no' = compute in model.dtype (default no; fp16 is not offered: it needs "
+                          "loss scaling)")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="optional LoRA adapters (peft)")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward "
                                                             "(TRL/transformers `gradient_checkpointing`; default false)")
+
+    @model_validator(mode="after")
+    def _no_pure_low_precision_adamw(self) -> "ModelConfig":
+        if self.dtype != "float32" and not self.lora.enabled:
+            raise ValueError(
+                f"model.dtype: {self.dtype} with full fine-tuning (model.lora.enabled: false) makes AdamW update "
+                f"{self.dtype} weights in place, where small updates round away ({self.dtype}(w + 1e-6) == w for "
+                f"|w| >= {'2**-11' if self.dtype == 'bfloat16' else '2**-8'}); set model.dtype: float32 with model.mixed_precision: bf16 (float32 master "
+                f"weights, bf16 compute), or train LoRA adapters (model.lora.enabled: true)")
+        return self
 
 
 # ---- environment ------------------------------------------------------------------------------
@@ -106,6 +124,22 @@ class RolloutConfig(_Section):
                                                                "routing, one-at-a-time weight refresh as in DART)")
     token_env: str = Field("GUIGYM_SERVE_TOKEN", description="environment variable holding the servers' bearer "
                                                              "token for engine=http (the token is never in the recipe)")
+    http_api: Literal["guigym", "vllm"] = Field(
+        "guigym", description="engine=http server kind: 'guigym' = guigym serve (token-id chat extensions, "
+                              "/v1/admin/reload); 'vllm' = unmodified `vllm serve` (/v1/completions with token-id "
+                              "prompts; text-only prompts; start it with --logprobs-mode processed_logprobs). See "
+                              "guigym.train.rollout.policy_service (default guigym)")
+    served_model: str = Field("policy", description="engine=http: the model name the servers serve (vLLM: the "
+                                                    "model path or --served-model-name; default policy)")
+    weight_sync: Optional[Literal["admin", "lora", "restart"]] = Field(
+        None, description="engine=http weight refresh, one server at a time (DART sec. 3.3): 'admin' = guigym "
+                          "serve's /v1/admin/reload; 'lora' = vLLM's /v1/load_lora_adapter with the trained "
+                          "adapters (needs model.lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora); "
+                          "'restart' = run `restart_command` per server, then wait for /health (default: admin for "
+                          "guigym, lora for vllm)")
+    restart_command: list[str] = Field(
+        default_factory=list, description="weight_sync=restart: command (no shell) restarting server {index} "
+                                          "({url}) from the new model directory {path}")
     mode: Literal["rollout", "sync"] = Field(
         "rollout", description="'rollout' = each env asks for its next action as soon as its observation is "
                                "ready (DART sec. 3.4 rollout-wise scheduling); 'sync' = lockstep baseline (default rollout)")
@@ -113,7 +147,22 @@ class RolloutConfig(_Section):
                                                        "DeepSeekMath GRPO; default 8)")
     groups_per_iteration: int = Field(4, gt=0, description="groups (tasks x seed) collected per training iteration "
                                                            "(batch = groups_per_iteration * num_generations trajectories; default 4)")
-    temperature: float = Field(1.0, ge=0.0, description="sampling temperature (TRL `temperature`; default 1.0)")
+    temperature: float = Field(1.0, gt=0.0, description="sampling temperature T of training rollouts (TRL "
+                                                        "`temperature`; default 1.0). Rollouts sample from "
+                                                        "softmax(logits / T) and record log-probs under it; the "
+                                                        "learner recomputes and trains at the same T (TRL divides "
+                                                        "logits by T in the loss). Greedy (0) is refused: a group "
+                                                        "of identical rollouts has nothing to learn from")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling (TRL `top_p`; default 1.0 = off). Only 1.0 "
+                                                          "is accepted: see `top_k`")
+    top_k: int = Field(0, ge=0, description="top-k sampling (TRL `top_k`; default 0 = off). Only 0 is accepted for "
+                                            "training: under a truncated distribution a token sampled by the rollout "
+                                            "policy can fall outside the current policy's top-k/top-p set, giving a "
+                                            "log-prob of -inf and an undefined PPO ratio. The checkpoint's "
+                                            "generation_config.json defaults are never applied either")
+    repetition_penalty: float = Field(1.0, gt=0.0, description="(TRL `repetition_penalty`; default 1.0 = off). Only "
+                                                               "1.0 is accepted: a penalised distribution is not the "
+                                                               "policy the learner trains")
     max_new_tokens: int = Field(32, gt=0, description="max response tokens per step (TRL `max_completion_length`; "
                                                       "default 32)")
     constrained: bool = Field(True, description="constrained decoding to the candidate actions of the current "
@@ -138,12 +187,38 @@ class RolloutConfig(_Section):
     max_lost_retries: int = Field(3, ge=0, description="retries of a rollout lost to an EnvInfraError (never scored 0; "
                                                        "default 3)")
 
+    @model_validator(mode="after")
+    def _plain_tempered_sampling(self) -> "RolloutConfig":
+        for name, off in (("top_p", 1.0), ("top_k", 0), ("repetition_penalty", 1.0)):
+            if getattr(self, name) != off:
+                raise ValueError(f"rollout.{name}: {getattr(self, name)!r} is refused for training; rollouts sample "
+                                 f"from softmax(logits / temperature) only, so recorded, recomputed and trained "
+                                 f"log-probs are of one distribution (leave {name} at {off!r})")
+        return self
+
 
 # ---- algorithm --------------------------------------------------------------------------------
+class PluginSpec(_Section):
+    """One plug-in of a chain: its registry name and keyword options."""
+
+    name: str = Field(..., min_length=1, description="registered name")
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword options of its factory")
+
+
+#: a plug-in chain in a recipe: one name, one {name, options}, or a list of them (run in order)
+PluginChain = Union[str, PluginSpec, list[Union[str, PluginSpec]]]
+
+
 class AlgorithmConfig(_Section):
-    advantage: Literal["grpo", "stepwise"] = Field(
-        "grpo", description="'grpo' = trajectory reward normalised within its group (Shao et al. 2024 DeepSeekMath, "
-                            "GRPO outcome supervision); 'stepwise' = step-wise GRPO (DART eq. 1). Default grpo")
+    advantage: str = Field(
+        "grpo", description="name in ADVANTAGE_ESTIMATORS (guigym.train.algorithms.estimators): 'grpo' = trajectory "
+                            "reward normalised within its group (Shao et al. 2024 DeepSeekMath, GRPO outcome "
+                            "supervision); 'stepwise_grpo' (alias 'stepwise') = step-wise GRPO (DART eq. 1). "
+                            "Default grpo")
+    policy_loss: Union[str, PluginSpec] = Field(
+        "ppo_clip", description="name (or {name, options}) in POLICY_LOSSES (guigym.train.algorithms.policy_losses): "
+                                "'ppo_clip' = PPO clipped surrogate (default); 'webrl_kl_regression' = WebRL eq. 6, "
+                                "replaces PPO (needs beta > 0)")
     scale_rewards: Literal["std", "none"] = Field(
         "std", description="divide group-centred rewards by the group std ('std', DeepSeekMath) or not ('none', "
                            "Dr. GRPO, Liu et al. 2025) (TRL `scale_rewards`; default std)")
@@ -163,8 +238,10 @@ class AlgorithmConfig(_Section):
     beta: float = Field(0.0, ge=0, description="KL coefficient to the frozen reference model (TRL `beta`; 0 disables "
                                                "the reference model, as TRL's default 0.0)")
     kl_estimator: Literal["k1", "k3"] = Field(
-        "k3", description="KL estimator (Schulman 2020 'Approximating KL divergence': k1 = log r, k3 = r - 1 - log r; "
-                          "default k3 as DeepSeekMath eq. 4)")
+        "k3", description="KL estimator (Schulman 2020 'Approximating KL divergence'), with r = pi_ref / pi_theta "
+                          "evaluated on tokens sampled from pi_theta: k1 = -log r = log pi_theta - log pi_ref "
+                          "(unbiased, can be negative), k3 = r - 1 - log r (unbiased, >= 0); default k3 as "
+                          "DeepSeekMath eq. 4)")
     tis_cap: Optional[float] = Field(
         2.0, gt=0, description="C of the truncated importance weight min(pi_train_old / pi_rollout, C) that corrects "
                                "rollout-engine vs trainer mismatch (DART eq. 2; Yao et al. 2025 'Your efficient RL "
@@ -173,19 +250,36 @@ class AlgorithmConfig(_Section):
                                                      "the mu of GRPO; default 1)")
     per_device_train_batch_size: int = Field(16, gt=0, description="samples per forward/backward micro-batch "
                                                                    "(TRL name; default 16)")
-    reward_shaper: str = Field("default", description="name in REWARD_SHAPERS (guigym.train.algorithms.registry; "
-                                                      "default identity)")
-    group_builder: str = Field("default", description="name in GROUP_BUILDERS (default: fresh rollouts only)")
-    task_sampler: str = Field("default", description="name in TASK_SAMPLERS (default: uniform over env.tasks)")
-    step_filter: str = Field("default", description="name in STEP_FILTERS (default: keep all steps)")
-    extra_losses: list[str] = Field(default_factory=list, description="names in EXTRA_LOSSES added to the policy "
-                                                                      "loss (default none)")
+    reward_shaper: PluginChain = Field(
+        "default", description="REWARD_SHAPERS (guigym.train.algorithms.registry): a name, {name, options} or a list "
+                               "run in order, each refining the previous one's rewards (default identity = verifier "
+                               "score)")
+    group_builder: PluginChain = Field("default", description="GROUP_BUILDERS chain (default: fresh rollouts only)")
+    task_sampler: PluginChain = Field("default", description="TASK_SAMPLERS chain (default: uniform over the tasks)")
+    step_filter: PluginChain = Field("default", description="STEP_FILTERS chain; a step is trained if every filter "
+                                                            "keeps it (default: keep all steps)")
+    extra_losses: list[Union[str, PluginSpec]] = Field(
+        default_factory=list, description="EXTRA_LOSSES added to the policy loss, scaled like it (default none)")
+    rollout_planners: PluginChain = Field(
+        default_factory=list, description="ROLLOUT_PLANNERS chain choosing each group's rollout count N and step "
+                                          "budget per iteration (DART dynamic N / length; default none: "
+                                          "rollout.num_generations and env.max_steps)")
+    conditioners: PluginChain = Field(
+        default_factory=list, description="CONDITIONERS chain attaching guidance text to a rollout's prompt, recorded "
+                                          "on its trajectory (BEPA plans, UI-Mem memory; default none)")
+    task_sources: PluginChain = Field(
+        default_factory=list, description="TASK_SOURCES adding tasks during the run, provenance stored in the "
+                                          "DataStore (WebRL self-evolving curriculum; default none)")
+    trajectory_sources: PluginChain = Field(
+        default_factory=list, description="TRAJECTORY_SOURCES offering replay / expert / cached trajectories to the "
+                                          "group builder as its pool; stored before use (default none)")
     plugin_options: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="keyword options per plug-in name, e.g. {top_entropy: {fraction: 0.2}} "
-                                          "(default {})")
+        default_factory=dict, description="keyword options per plug-in name, e.g. {top_entropy: {fraction: 0.2}}, used "
+                                          "when a chain entry gives none (default {})")
     skip_zero_advantage_groups: bool = Field(
-        True, description="drop groups whose rewards are all equal (zero advantage; DAPO dynamic sampling keeps "
-                          "only informative groups; default true)")
+        True, description="drop groups all of whose advantages are 0, computed after reward shaping (DAPO dynamic "
+                          "sampling keeps only informative groups; a shaped bonus inside an all-success group "
+                          "keeps it; default true)")
 
 
 # ---- optimiser --------------------------------------------------------------------------------
@@ -202,8 +296,10 @@ class OptimConfig(_Section):
         1, gt=0, description="split each optimizer step's samples into this many accumulation chunks "
                              "(transformers/TRL name; default 1)")
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = Field(
-        "constant", description="LR schedule over run.iterations optimizer steps (transformers names; default constant)")
-    warmup_steps: int = Field(0, ge=0, description="linear warm-up optimizer steps (transformers name; default 0)")
+        "constant", description="LR schedule over run.iterations training iterations: the scheduler steps once per "
+                                "iteration, not per optimizer step (transformers names; default constant)")
+    warmup_steps: int = Field(0, ge=0, description="linear warm-up length in training iterations (the scheduler "
+                                                   "steps once per iteration; transformers' name; default 0)")
 
 
 # ---- evaluation -------------------------------------------------------------------------------
@@ -222,8 +318,10 @@ class RunConfig(_Section):
     name: str = Field(..., min_length=1, description="run name; the DataStore resumes a run with the same name")
     dir: str = Field(..., min_length=1, description="run directory: checkpoints, metrics.jsonl, guigym.db, blobs")
     seed: int = Field(0, description="seed of python/numpy/torch RNGs and of task/seed sampling (default 0)")
-    iterations: int = Field(10, gt=0, description="training iterations (collect -> update -> sync); one "
-                                                  "optimizer step each times algorithm.num_iterations")
+    iterations: int = Field(10, gt=0, description="training iterations (collect -> update -> sync); each takes "
+                                                  "ceil(samples / (per_device_train_batch_size * "
+                                                  "gradient_accumulation_steps * world_size)) optimizer steps, "
+                                                  "times algorithm.num_iterations (default 10)")
     checkpoint_every: int = Field(1, gt=0, description="save a checkpoint every N iterations (default 1)")
     keep_checkpoints: int = Field(2, gt=0, description="keep the last N checkpoints (TRL `save_total_limit`; default 2)")
     save_model_every: int = Field(0, ge=0, description="also write a from_pretrained model dir every N iterations "
@@ -239,9 +337,20 @@ class RunConfig(_Section):
 
 
 class DistributedConfig(_Section):
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "ddp", description="data parallelism with WORLD_SIZE > 1 (guigym.train.parallel): 'fsdp' = torch FSDP2 "
+                           "fully_shard, parameters/gradients/AdamW state split over ranks (Zhao et al. 2023 'PyTorch "
+                           "FSDP'; ZeRO-3, Rajbhandari et al. 2020); 'ddp' = replicated DistributedDataParallel "
+                           "(default); 'auto' = fsdp for full fine-tuning, ddp under LoRA. The Learner implements "
+                           "fsdp; `guigym train` under torchrun refuses it until the loop's rank-0-only weight sync, "
+                           "checkpoint and plug-in model reads are collective")
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="torch.distributed backend when launched with torchrun (WORLD_SIZE>1): auto = nccl "
                             "with CUDA, gloo otherwise (default auto)")
+    ddp_timeout: int = Field(
+        7200, gt=0, description="seconds a rank may wait inside a collective (transformers TrainingArguments "
+                                "`ddp_timeout`, whose default is 1800). Ranks > 0 wait while rank 0 rolls out and "
+                                "evaluates, so this must exceed the longest rollout + evaluation phase (default 7200)")
 
 
 class TrainConfig(_Section):

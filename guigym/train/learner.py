@@ -23,7 +23,17 @@ model is wrapped in DDP; every rank gets the same global batch list and takes th
 ``step_samples[rank::world]`` of each optimizer step. DDP averages gradients over ranks, so each
 rank multiplies its loss by ``world_size`` (the normaliser is already global). Micro-batches
 except the last of a step run under ``no_sync``; a rank without samples in a step runs one
-zero-weight micro-batch so the all-reduce still happens.
+zero-weight micro-batch so the all-reduce still happens. ``strategy="fsdp"`` (or ``"auto"``
+without LoRA) shards the model with torch FSDP2 instead (:mod:`guigym.train.parallel`): same
+sample split and gradient averaging; gradients are reduce-scattered every micro-batch;
+:meth:`Learner.trainable_state`, :meth:`Learner.optimizer_state` and :meth:`Learner.save_pretrained`
+become collectives that gather full tensors on rank 0.
+
+Precision: trained parameters must be float32 (master weights; AdamW moments follow them);
+``mixed_precision="bf16"`` runs every forward under ``torch.autocast(bfloat16)``. Log-probs are of
+the sampling distribution at ``temperature`` (:mod:`guigym.train.policy.logprobs`), with the
+vocabulary projection applied only at the trained positions and the candidate sets applied as
+index lists.
 """
 from __future__ import annotations
 
@@ -37,8 +47,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from guigym.train.algorithms.losses import policy_loss, resolve_loss_type, truncated_is_weight
+from guigym.core.errors import ConfigError
+from guigym.train.algorithms.losses import resolve_loss_type, truncated_is_weight
 from guigym.train.config import AlgorithmConfig, LoraConfig, OptimConfig
+from guigym.train.parallel import (apply_fsdp2, full_model_state, full_optimizer_state, load_full_model_state,
+                                   load_full_optimizer_state, resolve_strategy)
+from guigym.train.policy.logprobs import ResponseRows, SparseAllowed, masked_logprobs
 from guigym.train.samples import Sample
 
 ImageLoader = Callable[[str], Any]
@@ -107,7 +121,8 @@ class Learner:
 
     def __init__(self, policy: Any, algo: AlgorithmConfig, optim: OptimConfig, lora: Optional[LoraConfig] = None,
                  total_updates: int = 1, image_loader: Optional[ImageLoader] = None, max_len_norm: int = 32,
-                 extra_losses: Sequence[Callable[..., Any]] = ()) -> None:
+                 extra_losses: Sequence[Callable[..., Any]] = (), mixed_precision: str = "no",
+                 temperature: float = 1.0, strategy: str = "ddp") -> None:
         self.policy = policy
         self.algo = algo
         self.optim_cfg = optim
@@ -117,6 +132,14 @@ class Learner:
         self.extra_losses = list(extra_losses)
         self.rank, self.world = dist_info()
         self.device = policy.device
+        if mixed_precision not in ("no", "bf16"):
+            raise ConfigError(f"model.mixed_precision: {mixed_precision!r} is not one of no, bf16")
+        self.mixed_precision = mixed_precision
+        if not temperature > 0:
+            raise ConfigError(f"rollout.temperature: {temperature} has no sampling distribution to train at (> 0 needed)")
+        #: T of the sampling distribution the rollouts recorded log-probs under; recomputation and
+        #: the loss use logits / T (TRL GRPOTrainer divides logits by its `temperature` too)
+        self.temperature = float(temperature)
         model = policy.model
         # no dropout: the trained distribution must be the sampled one. Gradient checkpointing in
         # transformers only runs in train mode, so then train mode with every dropout set to 0.
@@ -125,6 +148,7 @@ class Learner:
         else:
             model.eval()
         self.lora = bool(lora and lora.enabled)
+        self.strategy = resolve_strategy(strategy, self.lora, self.world)
         if self.lora:
             from peft import LoraConfig as PeftLoraConfig, get_peft_model
 
@@ -137,18 +161,34 @@ class Learner:
                 _train_mode_without_dropout(model)
             else:
                 model.eval()
+        low = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()
+                      if p.requires_grad and p.dtype != torch.float32})
+        if low:
+            raise ConfigError(
+                f"model.dtype: the trained parameters are {', '.join(low)}; AdamW would update them in that dtype, "
+                f"where an update of 1e-6 rounds away (bfloat16(w + 1e-6) == w for |w| >= 2**-11). Load float32 "
+                f"master weights (model.dtype: float32) and compute in bf16 (model.mixed_precision: bf16), or train "
+                f"LoRA adapters (model.lora.enabled: true)")
         self.model = model
         self.ref_model = None
         if algo.beta > 0 and not self.lora:
             self.ref_model = copy.deepcopy(model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
+        # the output projection sees only the positions that predict trained tokens (see logprobs)
+        self._rows = ResponseRows(self.model)
+        self._ref_rows = ResponseRows(self.ref_model) if self.ref_model is not None else None
         self.ddp = None
-        if self.world > 1:
+        if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             self.ddp = DDP(model, device_ids=None if self.device.type == "cpu" else [self.device.index or 0],
                            find_unused_parameters=True)  # the vision tower is unused on text-only batches
+        elif self.strategy == "fsdp":
+            # in place: self.model's parameters become DTensor shards; its forward all-gathers units
+            apply_fsdp2(self.model, self.device, mixed_precision)
+            if self.ref_model is not None:
+                apply_fsdp2(self.ref_model, self.device, mixed_precision)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=optim.learning_rate, betas=(optim.adam_beta1, optim.adam_beta2),
                                            eps=optim.adam_epsilon, weight_decay=optim.weight_decay)
@@ -158,12 +198,17 @@ class Learner:
 
     # ---- weights --------------------------------------------------------------------------------
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        """The trained tensors: adapter weights under LoRA, the whole model otherwise."""
+        """The trained tensors: adapter weights under LoRA, the whole model otherwise. Under FSDP
+        a collective (every rank must call it): rank 0 gets the full unsharded tensors (the same
+        keys and shapes as one process), other ranks ``{}``."""
         if self.lora:
             return {k: v.detach().clone() for k, v in self.model.named_parameters() if v.requires_grad}
+        if self.strategy == "fsdp":
+            return full_model_state(self.model)
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`trainable_state` (under FSDP a collective; rank 0's ``state`` is used)."""
         if self.lora:
             named = dict(self.model.named_parameters())
             missing = [k for k in state if k not in named]
@@ -172,21 +217,41 @@ class Learner:
             with torch.no_grad():
                 for k, v in state.items():
                     named[k].copy_(v)
+        elif self.strategy == "fsdp":
+            load_full_model_state(self.model, state)
         else:
             self.model.load_state_dict(state)
 
+    def optimizer_state(self) -> dict[str, Any]:
+        """AdamW state for a checkpoint; under FSDP a collective returning the unsharded state
+        (keyed by parameter name) on rank 0."""
+        if self.strategy == "fsdp":
+            return full_optimizer_state(self.model, self.optimizer)
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`optimizer_state`."""
+        if self.strategy == "fsdp":
+            load_full_optimizer_state(self.model, self.optimizer, state)
+        else:
+            self.optimizer.load_state_dict(state)
+
     def save_pretrained(self, path: str | Path) -> Path:
         """A full ``from_pretrained`` directory of the current policy (adapters merged) for the
-        PolicyService (``update_weights``). Written to ``path.tmp`` then renamed."""
+        PolicyService (``update_weights``). Written to ``path.tmp`` then renamed. Under FSDP a
+        collective: every rank gathers, rank 0 writes (other ranks return ``path`` unwritten)."""
         import shutil
 
         path = Path(path)
+        full = full_model_state(self.model) if self.strategy == "fsdp" else None
+        if self.rank != 0 and full is not None:
+            return path
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         model = self.model
         if self.lora:
             model = copy.deepcopy(self.model).merge_and_unload()
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, **({"state_dict": full} if full is not None else {}))
         self.policy.tokenizer.save_pretrained(tmp)
         self.policy.image_processor.save_pretrained(tmp)
         src = Path(self.policy.path)
@@ -220,14 +285,13 @@ class Learner:
             adv[b, : m - 1] = torch.tensor(s.advantages[1:], dtype=torch.float)
         return _Batch(ids, att, mask, rlp, adv, list(samples))
 
-    def _allowed_rows(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Positions (b, t) of trained tokens, and a (N, V) bool mask of the tokens allowed there
-        (everything but the banned ids; only the trie's children inside constrained spans)."""
+    def _allowed_rows(self, batch: _Batch) -> tuple[torch.Tensor, SparseAllowed]:
+        """Positions (N, 2) = (b, t) of trained tokens (position t predicts token t + 1), and the
+        candidate sets of the constrained ones as a :class:`SparseAllowed` (row i of ``pos`` ->
+        the trie's children after the span's prefix); unconstrained rows allow every non-banned id."""
         pos = batch.mask.nonzero(as_tuple=False)  # (N, 2)
-        vocab = self.model.get_output_embeddings().weight.shape[0]
-        allowed = torch.ones((pos.shape[0], vocab), dtype=torch.bool)
-        allowed[:, self.policy.banned] = False
         row_of = {(int(b), int(t)): i for i, (b, t) in enumerate(pos.tolist())}
+        allowed: dict[int, list[int]] = {}
         for b, s in enumerate(batch.samples):
             for seg in s.segments:
                 if seg.candidates is None:
@@ -241,9 +305,8 @@ class Learner:
                     if int(s.input_ids[j]) not in ok:
                         raise ValueError(f"sample {s.traj_id}/{s.step_index}: sampled token {s.input_ids[j]} at {j} "
                                          f"is outside its candidate constraint (stored candidates do not match)")
-                    allowed[i] = False
-                    allowed[i, ok] = True
-        return pos, allowed
+                    allowed[i] = list(ok)
+        return pos, SparseAllowed.build(pos.shape[0], allowed)
 
     def _vision(self, batch: _Batch) -> dict[str, Any]:
         if not any(s.image_refs for s in batch.samples):
@@ -262,16 +325,25 @@ class Learner:
 
     def logprobs(self, batch: _Batch, model: Optional[torch.nn.Module] = None) -> torch.Tensor:
         """(B, T) log-probs of the trained tokens under ``model`` (default: the trained model,
-        through DDP when wrapped); 0 where ``mask`` is 0. Differentiable when grad is enabled."""
+        through DDP when wrapped; ``self.model`` or ``self.ref_model``); 0 where ``mask`` is 0.
+        Differentiable when grad is enabled.
+
+        The distribution is the sampling one (:mod:`guigym.train.policy.logprobs`): logits / T
+        (``rollout.temperature``), banned ids and the candidate trie masked, renormalised. The
+        trunk runs over the whole (B, L) batch, but ``lm_head`` only over the N trained positions,
+        so the largest vocabulary-sized tensor is (N, V), not (B, L, V); the candidate sets are an
+        index structure, never a dense (N, V) mask. Under ``mixed_precision: bf16`` the forward
+        runs in ``torch.autocast(bfloat16)`` over the float32 weights."""
         net = model if model is not None else (self.ddp or self.model)
-        out = net(input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention.to(self.device),
-                  use_cache=False, **self._vision(batch))
-        logits = out.logits[:, :-1].float()  # (B, T, V)
+        rows = self._ref_rows if (model is not None and model is self.ref_model) else self._rows
         pos, allowed = self._allowed_rows(batch)
-        sel = logits[pos[:, 0], pos[:, 1]]  # (N, V)
-        sel = sel.masked_fill(~allowed.to(sel.device), float("-inf"))
-        targets = batch.input_ids[pos[:, 0], pos[:, 1] + 1].to(sel.device)
-        lp = torch.log_softmax(sel, dim=-1).gather(-1, targets[:, None])[:, 0]
+        with rows.select(pos[:, 0], pos[:, 1]), torch.autocast(self.device.type, dtype=torch.bfloat16,
+                                                                 enabled=self.mixed_precision == "bf16"):
+            out = net(input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention.to(self.device),
+                      use_cache=False, **self._vision(batch))
+        logits = out.logits[0]  # (N, V): one row per trained position
+        targets = batch.input_ids[pos[:, 0], pos[:, 1] + 1]
+        lp = masked_logprobs(logits, targets, self.policy.banned, allowed, self.temperature)
         full = torch.zeros(batch.mask.shape, dtype=lp.dtype, device=lp.device)
         return full.index_put((pos[:, 0].to(lp.device), pos[:, 1].to(lp.device)), lp)
 
@@ -283,11 +355,20 @@ class Learner:
         return self.logprobs(batch, self.ref_model)
 
     # ---- update ---------------------------------------------------------------------------------
+    #: the policy-loss plug-in (``POLICY_LOSSES``, :mod:`guigym.train.algorithms.policy_losses`);
+    #: None = ``ppo_clip`` built from ``algo``. The loop sets it from ``algorithm.policy_loss``.
+    policy_loss_fn: Any = None
+
     def _steps(self, samples: Sequence[Sample]) -> list[list[Sample]]:
+        """Optimizer steps: consecutive slices of ``per_device_train_batch_size *
+        gradient_accumulation_steps * world_size`` samples (the last one may be shorter)."""
         per_step = self.algo.per_device_train_batch_size * self.optim_cfg.gradient_accumulation_steps * self.world
         return [list(samples[i:i + per_step]) for i in range(0, len(samples), per_step)]
 
     def _norm(self, step: Sequence[Sample]) -> float:
+        """The step-wide divisor of ``loss_type`` (same on every rank): trained tokens for
+        token-mean, ``sequences * max_len_norm`` for seq-mean-token-sum-norm (Dr. GRPO), trained
+        sequences otherwise."""
         if self.loss_type == "token-mean":
             return float(sum(s.num_loss_tokens for s in step))
         n_seq = sum(1 for s in step if s.num_loss_tokens)
@@ -296,35 +377,70 @@ class Learner:
         return float(n_seq)
 
     def _extra(self, batch: _Batch, logp: torch.Tensor, old: torch.Tensor, mask: torch.Tensor,
-               ref: Optional[torch.Tensor], norm: float, metrics: dict[str, float]) -> torch.Tensor:
-        """Sum of the configured extra losses on this micro-batch, weighted by its share of the
-        optimizer step (trained tokens / step tokens for token-mean, sequences otherwise)."""
+               ref: Optional[torch.Tensor], norm: float, step_tokens: float, step_sequences: float,
+               metrics: dict[str, float]) -> torch.Tensor:
+        """Sum of the configured extra losses on this micro-batch, scaled like the policy loss.
+
+        A per-token (B, T) result is reduced with :func:`aggregate_loss` using the policy loss's
+        ``loss_type``, the step-wide ``norm`` and ``max_len_norm``: the sum over the step's
+        micro-batches is then exactly that aggregation over the whole step. A scalar result (a
+        mean over this micro-batch) is weighted by the micro-batch's share of the step's trained
+        tokens (token-mean) or sequences (other modes) -- never by 1/max_len.
+        """
+        from guigym.train.algorithms.losses import aggregate_loss
         from guigym.train.algorithms.registry import LossInputs
 
         inputs = LossInputs(logp=logp, old_logp=old, mask=mask, advantages=batch.adv.to(logp.device),
                             sources=[s.source for s in batch.samples],
                             rewards=torch.tensor([s.reward for s in batch.samples]),
                             rollout_logp=batch.rollout_logp.to(logp.device), ref_logp=ref)
-        share = (float(mask.sum()) if self.loss_type == "token-mean" else float(len(batch.samples))) / norm
+        if self.loss_type == "token-mean":
+            share = float(mask.sum()) / max(step_tokens, 1.0)
+        else:
+            share = float((mask.sum(1) > 0).sum()) / max(step_sequences, 1.0)
         total = logp.new_zeros(())
         for fn in self.extra_losses:
             value, m = fn(inputs)
-            total = total + value * share
+            if value.dim() == 2:
+                value = aggregate_loss(value, mask, self.loss_type, norm=norm, max_len=self.max_len_norm)
+            elif value.dim() == 0:
+                value = value * share
+            else:
+                raise ValueError(f"extra loss {type(fn).__name__} returned shape {tuple(value.shape)}; "
+                                 f"expected a scalar or (B, T) = {tuple(mask.shape)}")
+            total = total + value
             for k, v in m.items():
                 metrics[f"extra/{k}"] = float(v)
+        metrics["extra_loss"] = float(total.detach())
         return total
 
+    def _loss_fn(self) -> Any:
+        if self.policy_loss_fn is None:
+            from guigym.train.algorithms.policy_losses import PPOClipLoss
+
+            self.policy_loss_fn = PPOClipLoss(self.algo)
+        return self.policy_loss_fn
+
     def update(self, samples: Sequence[Sample]) -> dict[str, float]:
-        """One training iteration on ``samples`` (the same list on every rank). Returns metrics
-        averaged over micro-batches (loss summed: it is the full-batch loss)."""
+        """One training iteration on ``samples`` (the same list on every rank).
+
+        Metrics: ``loss`` and ``pg_loss`` are the mean over optimizer steps (x epochs) of each
+        step's full-batch loss (its micro-batch losses summed, over all ranks); ``extra_loss``,
+        ratios, clip fractions etc. are averaged over micro-batches; ``optimizer_steps`` counts
+        the steps taken (``ceil(samples / (per_device_train_batch_size *
+        gradient_accumulation_steps * world)) * num_iterations``)."""
+        from guigym.train.algorithms.policy_losses import PolicyLossInputs
+
         samples = [s for s in samples if s.num_loss_tokens > 0]
         if not samples:
             return {"samples": 0.0}
+        loss_fn = self._loss_fn()
+        need_ref = self.algo.beta > 0 or bool(getattr(loss_fn, "needs_ref", False))
         steps = self._steps(samples)
         mb = self.algo.per_device_train_batch_size
         # this rank's micro-batches per optimizer step, with pi_train_old / IS weight / ref computed
         # once before any weight changes (pi_train_old is the policy that generated the batch)
-        plan: list[tuple[float, list[tuple[_Batch, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor], bool]]]] = []
+        plan: list[tuple[tuple[float, float, float], list[Any]]] = []
         for step in steps:
             mine = step[self.rank::self.world]
             dummy = not mine
@@ -338,15 +454,17 @@ class Learner:
                 is_w = None
                 if self.algo.tis_cap is not None:
                     is_w = truncated_is_weight(old, batch.rollout_logp.to(old.device), self.algo.tis_cap)
-                ref = self._ref_logprobs(batch) if self.algo.beta > 0 else None
+                ref = self._ref_logprobs(batch) if need_ref else None
                 micro.append((batch, old, is_w, ref, dummy))
-            plan.append((self._norm(step), micro))
+            sizes = (self._norm(step), float(sum(s.num_loss_tokens for s in step)),
+                     float(sum(1 for s in step if s.num_loss_tokens)))
+            plan.append((sizes, micro))
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-        loss_total = 0.0
+        totals = torch.zeros(2, dtype=torch.float64)  # [sum of step losses, sum of step pg losses]
         net = self.ddp or self.model
         for _epoch in range(self.algo.num_iterations):
-            for norm, micro in plan:
+            for (norm, step_tokens, step_seqs), micro in plan:
                 self.optimizer.zero_grad(set_to_none=True)
                 for k, (batch, old, is_w, ref, dummy) in enumerate(micro):
                     sync = k == len(micro) - 1
@@ -354,18 +472,22 @@ class Learner:
                     with ctx:
                         logp = self.logprobs(batch)
                         mask = batch.mask.to(logp.device)
-                        loss, m = policy_loss(
-                            logp, old, batch.adv.to(logp.device), mask, epsilon=self.algo.epsilon,
-                            epsilon_high=self.algo.epsilon_high, loss_type=self.loss_type, is_weight=is_w,
-                            ref_logp=ref, beta=self.algo.beta, kl_kind=self.algo.kl_estimator, norm=norm,
-                            max_len=self.max_len_norm)
+                        loss, m = loss_fn(PolicyLossInputs(
+                            logp=logp, old_logp=old, advantages=batch.adv.to(logp.device), mask=mask,
+                            loss_type=self.loss_type, norm=norm, step_sequences=step_seqs, step_tokens=step_tokens,
+                            max_len=self.max_len_norm, is_weight=is_w, ref_logp=ref,
+                            rollout_logp=batch.rollout_logp.to(logp.device)))
+                        m = dict(m)
+                        pg = float(loss.detach())
                         if self.extra_losses:
-                            loss = loss + self._extra(batch, logp, old, mask, ref, norm, m)
+                            loss = loss + self._extra(batch, logp, old, mask, ref, norm, step_tokens, step_seqs, m)
                         if dummy:
                             loss = loss * 0.0
                         (loss * self.world).backward()
                     if not dummy:
-                        loss_total += float(loss.detach())
+                        totals[0] += float(loss.detach())
+                        totals[1] += pg
+                        m.pop("pg_loss", None)
                         for key, v in m.items():
                             sums[key] = sums.get(key, 0.0) + v
                             counts[key] = counts.get(key, 0) + 1
@@ -381,11 +503,13 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
+        if self.world > 1:  # each rank summed its own micro-batches of each step (NCCL needs it on the GPU)
+            totals = totals.to(self.device)
+            torch.distributed.all_reduce(totals)
+            totals = totals.cpu()
+        n_steps = len(plan) * self.algo.num_iterations
         out = {k: sums[k] / counts[k] for k in sums}
-        # pg_loss from T2 is per micro-batch normalised globally: sum it, as the loss
-        if "pg_loss" in out:
-            out["pg_loss"] = out["pg_loss"] * counts["pg_loss"] / max(1, self.algo.num_iterations)
-        out.update(loss=loss_total / max(1, self.algo.num_iterations), lr=lr, samples=float(len(samples)),
-                   tokens=float(sum(s.num_loss_tokens for s in samples)),
-                   optimizer_steps=float(len(plan) * self.algo.num_iterations))
+        out.update(loss=float(totals[0]) / n_steps, pg_loss=float(totals[1]) / n_steps, lr=lr,
+                   samples=float(len(samples)), tokens=float(sum(s.num_loss_tokens for s in samples)),
+                   optimizer_steps=float(n_steps))
         return out

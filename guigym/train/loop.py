@@ -1,18 +1,24 @@
 """``guigym train RECIPE``: the GRPO training loop over real GUI envs.
 
-One iteration ``i`` (policy version ``v = i`` before it, ``i + 1`` after)::
+One iteration ``i`` (policy version ``v = i`` before it, ``i + 1`` after); every plug-in call
+gets ``ctx`` (:class:`~guigym.train.algorithms.context.PluginContext`)::
 
-    tasks  = task_sampler(env.tasks, groups_per_iteration, stats=store.task_stats(run))
-    seeds  = iteration-seeded draws from env.train_seeds
-    groups = stored groups of iteration i (a crashed run's)  or  scheduler.collect(tasks, seeds)
+    tasks  += task_sources(ctx)                           # provenance -> store.add_tasks
+    ids     = task_sampler(tasks, groups_per_iteration, stats=history as of iteration i - 1)
+    plans   = rollout_planner([RolloutPlan(id, G, env.max_steps)])   # per-task N and step budget
+    seeds   = iteration-seeded draws from env.train_seeds
+    groups  = stored groups of iteration i (a crashed run's)  or  scheduler.collect(plans, guidance=conditioner)
     store.add_trajectories(run, groups)                   # idempotent on traj_id
-    groups = group_builder(groups); rewards = reward_shaper(group)
-    A      = GRPO (trajectory) or step-wise GRPO (DART eq. 1) advantages
-    samples = stepwise | multiturn builder (exact stored token ids; step filter)
-    learner.update(samples)                               # PPO clip, TIS, KL, AdamW
+    pool    = trajectory_sources(groups); groups = group_builder(groups, pool)
+    store.add_trajectories(run, injected members)         # replay/expert/cache, before use
+    rewards = reward_shaper chain (float or per-step list per trajectory)
+    A       = advantage estimator (grpo | stepwise_grpo | ...); drop all-zero-advantage groups
+    samples = stepwise | multiturn builder (exact stored token ids; step filter chain)
+    learner.update(samples)                               # policy loss (ppo_clip | ...), extras, AdamW
     service.update_weights(i + 1)                         # rollouts now sample from the new policy
     store.mark_used(run, samples, i + 1); metrics.jsonl line {"step": i, ...}
-    checkpoint ckpt-i (weights, optimizer, scheduler, RNGs, task-sampler state)
+    checkpoint ckpt-i (weights, optimizer, scheduler, RNGs, every plug-in's state_dict, per-task
+    history, added tasks)
 
 Resume (``--resume``, or automatically with ``resume=True``): the newest checkpoint k is loaded,
 metrics lines with step > k are dropped, and the loop continues at k + 1. Trajectories that a
@@ -28,14 +34,15 @@ metrics and checkpoints; samples are broadcast and every rank trains its shard (
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError
@@ -82,17 +89,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _build_plugin(registry: Any, name: str, options: dict[str, Any], seed: Optional[int] = None) -> Any:
-    opts = dict(options.get(name, {}))
-    if seed is not None and "seed" not in opts:
-        try:
-            if "seed" in inspect.signature(registry.get(name)).parameters:
-                opts["seed"] = seed
-        except (TypeError, ValueError):
-            pass
-    return registry.build(name, **opts)
-
-
 def iteration_seeds(cfg: TrainConfig, iteration: int, n: int) -> list[int]:
     """Episode seeds of iteration ``iteration``: a function of (run.seed, iteration) only, so a
     resumed run draws the same seeds the uninterrupted run would have."""
@@ -102,6 +98,14 @@ def iteration_seeds(cfg: TrainConfig, iteration: int, n: int) -> list[int]:
 
 
 def _init_distributed(cfg: TrainConfig) -> tuple[int, int]:
+    """(rank, world size); joins the process group torchrun describes (WORLD_SIZE > 1).
+
+    Under NCCL each process first selects its GPU (``LOCAL_RANK``): without it every rank would
+    put its model, and ``broadcast_object_list``'s buffers, on cuda:0. The group's timeout is
+    ``distributed.ddp_timeout``: ranks > 0 wait inside a collective while rank 0 rolls out (and
+    evaluates), which must not exceed it."""
+    import datetime
+
     import torch
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -111,11 +115,16 @@ def _init_distributed(cfg: TrainConfig) -> tuple[int, int]:
         backend = cfg.distributed.backend
         if backend == "auto":
             backend = "nccl" if torch.cuda.is_available() else "gloo"
-        torch.distributed.init_process_group(backend)
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        timeout = getattr(cfg.distributed, "ddp_timeout", None)
+        torch.distributed.init_process_group(
+            backend, **({"timeout": datetime.timedelta(seconds=timeout)} if timeout else {}))
     return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
 
 def _broadcast(obj: Any, rank: int, world: int) -> Any:
+    """Rank 0's ``obj`` on every rank (pickled; also a barrier). Identity for one process."""
     if world <= 1:
         return obj
     import torch
@@ -123,6 +132,24 @@ def _broadcast(obj: Any, rank: int, world: int) -> Any:
     box = [obj if rank == 0 else None]
     torch.distributed.broadcast_object_list(box, src=0)
     return box[0]
+
+
+class _GatheredLearner:
+    """What :func:`guigym.train.checkpoint.save` reads from a learner, with the weights and AdamW
+    state already gathered from every FSDP shard (rank 0 writes them; gathering is a collective
+    all ranks joined)."""
+
+    def __init__(self, learner: Any, weights: dict[str, Any], optimizer_state: dict[str, Any]) -> None:
+        self._weights = weights
+        self.optimizer = SimpleNamespace(state_dict=lambda: optimizer_state)
+        self.scheduler = learner.scheduler
+        self.optimizer_steps = learner.optimizer_steps
+
+    def trainable_state(self) -> dict[str, Any]:
+        return self._weights
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
 
 
 class Trainer:
@@ -133,7 +160,13 @@ class Trainer:
         self.cfg = cfg
         self.resume = resume
         self.log = log
+        import torch
+
+        joined = torch.distributed.is_available() and torch.distributed.is_initialized()
         self.rank, self.world = _init_distributed(cfg)
+        self._owns_process_group = self.world > 1 and not joined  # torchrun launch: close() leaves it
+        if self.world > 1 and cfg.model.device == "cuda":  # one GPU per rank (LOCAL_RANK, set above)
+            cfg.model.device = f"cuda:{torch.cuda.current_device()}"
         self.dir = Path(cfg.run.dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_root = self.dir / "checkpoints"
@@ -189,15 +222,8 @@ class Trainer:
 
             torch.set_num_threads(cfg.run.torch_threads)
         seed_everything(cfg.run.seed)
-        opts = cfg.algorithm.plugin_options
-        self.reward_shaper = _build_plugin(R.REWARD_SHAPERS, cfg.algorithm.reward_shaper, opts)
-        gb_opts = dict(opts)
-        if cfg.algorithm.group_builder == "default" and "default" not in opts:
-            gb_opts = {**opts, "default": {"drop_zero_variance": cfg.algorithm.skip_zero_advantage_groups}}
-        self.group_builder = _build_plugin(R.GROUP_BUILDERS, cfg.algorithm.group_builder, gb_opts)
-        self.task_sampler = _build_plugin(R.TASK_SAMPLERS, cfg.algorithm.task_sampler, opts, seed=cfg.run.seed)
-        self.step_filter = _build_plugin(R.STEP_FILTERS, cfg.algorithm.step_filter, opts)
-        extra = [_build_plugin(R.EXTRA_LOSSES, n, opts) for n in cfg.algorithm.extra_losses]
+        self.build_plugins()
+        extra = self.chains["extra_losses"].plugins
         self.sample_builder = SAMPLE_BUILDERS.get(cfg.algorithm.sample_builder)
 
         self.model_dir = self.model_path()
@@ -208,20 +234,108 @@ class Trainer:
         policy = HFPolicy(self.model_dir, device=cfg.model.device, dtype=cfg.model.dtype)
         if cfg.model.gradient_checkpointing:
             policy.model.gradient_checkpointing_enable()
+        from guigym.train.parallel import resolve_strategy
+
+        if resolve_strategy(cfg.distributed.strategy, cfg.model.lora.enabled, self.world) == "fsdp":
+            # Learner.trainable_state / optimizer_state / save_pretrained are collectives under FSDP;
+            # this loop still calls them (and plug-ins read the model) on rank 0 only, which would hang
+            raise ConfigError("distributed.strategy: fsdp is not wired into the training loop yet (weight sync, "
+                              "checkpoints and plug-in model reads run on rank 0 only); use ddp, or the Learner "
+                              "directly (guigym.train.learner.Learner(strategy='fsdp'))")
         self.learner = Learner(policy, cfg.algorithm, cfg.optim, cfg.model.lora, total_updates=cfg.run.iterations,
                                image_loader=(self.store.get_blob if self.store is not None else None),
-                               max_len_norm=cfg.rollout.max_new_tokens, extra_losses=extra)
+                               max_len_norm=cfg.rollout.max_new_tokens, extra_losses=extra,
+                               mixed_precision=cfg.model.mixed_precision, temperature=cfg.rollout.temperature,
+                               strategy=cfg.distributed.strategy)
+        self.learner.policy_loss_fn = self.policy_loss
         self.start_iteration = 0
         if existing is not None:
             state = checkpoint.load(existing, self.learner)
             self.start_iteration = int(state["iteration"]) + 1
-            if state.get("task_sampler") is not None and hasattr(self.task_sampler, "load_state_dict"):
-                self.task_sampler.load_state_dict(state["task_sampler"])
+            self.restore_plugins(state)
             self.log(f"resumed from {existing} (iteration {state['iteration']}); continuing at {self.start_iteration}")
         if self.rank == 0:
             dropped = self.metrics.truncate_after(self.start_iteration - 1)
             if dropped:
                 self.log(f"metrics.jsonl: dropped {dropped} line(s) written after the last checkpoint")
+
+    def build_plugins(self) -> None:
+        """Every plug-in chain of the recipe (registries in guigym.train.algorithms), in order."""
+        from guigym.train.algorithms import compose as C
+        from guigym.train.algorithms import registry as R
+        from guigym.train.algorithms.context import TaskOutcome
+        from guigym.train.algorithms.estimators import ADVANTAGE_ESTIMATORS
+        from guigym.train.algorithms.policy_losses import build_policy_loss
+
+        algo = self.cfg.algorithm
+        a = self.cfg.to_dict()["algorithm"]
+        opts = algo.plugin_options
+
+        def chain(cls: Any, kind: str, registry: Any, key: str, **defaults: Any) -> Any:
+            return cls(kind, C.build_all(registry, a[key], f"algorithm.{key}", opts, defaults))
+
+        self.reward_shaper = chain(C.RewardShaperChain, "reward shaper", R.REWARD_SHAPERS, "reward_shaper")
+        self.group_builder = chain(C.GroupBuilderChain, "group builder", R.GROUP_BUILDERS, "group_builder")
+        self.task_sampler = chain(C.TaskSamplerChain, "task sampler", R.TASK_SAMPLERS, "task_sampler",
+                                  seed=self.cfg.run.seed)
+        self.step_filter = chain(C.StepFilterChain, "step filter", R.STEP_FILTERS, "step_filter")
+        self.rollout_planner = chain(C.RolloutPlannerChain, "rollout planner", R.ROLLOUT_PLANNERS, "rollout_planners")
+        self.conditioner = chain(C.ConditionerChain, "conditioner", R.CONDITIONERS, "conditioners")
+        self.task_source = chain(C.ConcatChain, "task source", R.TASK_SOURCES, "task_sources")
+        self.trajectory_source = chain(C.ConcatChain, "trajectory source", R.TRAJECTORY_SOURCES, "trajectory_sources")
+        self.advantage_estimator = chain(C.Chain, "advantage estimator", ADVANTAGE_ESTIMATORS, "advantage",
+                                         scale=algo.scale_rewards, eps=algo.adv_eps)
+        name, popts = C.parse_specs(a["policy_loss"], "algorithm.policy_loss")[0]
+        self.policy_loss = build_policy_loss(name, algo, popts if popts is not None else opts.get(name, {}))
+        self.chains = {
+            "reward_shaper": self.reward_shaper, "group_builder": self.group_builder,
+            "task_sampler": self.task_sampler, "step_filter": self.step_filter,
+            "rollout_planners": self.rollout_planner, "conditioners": self.conditioner,
+            "task_sources": self.task_source, "trajectory_sources": self.trajectory_source,
+            "advantage": self.advantage_estimator, "policy_loss": C.Chain("policy loss", [(name, self.policy_loss)]),
+            "extra_losses": C.Chain("extra loss", C.build_all(R.EXTRA_LOSSES, a["extra_losses"],
+                                                                "algorithm.extra_losses", opts)),
+        }
+        self.tasks: list[str] = list(self.cfg.env.tasks)
+        self.history: dict[str, TaskOutcome] = {}
+
+    def plugin_state(self) -> dict[str, Any]:
+        """JSON state of the loop's plug-ins and cursors as of the end of the current iteration."""
+        return {"plugins": {k: c.state_dict() for k, c in self.chains.items()},
+                "history": {k: v.to_dict() for k, v in sorted(self.history.items())},
+                "tasks": list(self.tasks)}
+
+    def restore_plugins(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`plugin_state` from a checkpoint's state (older checkpoints: the task
+        sampler's state only; history rebuilt from the DataStore's finished iterations)."""
+        from guigym.train.algorithms.context import TaskOutcome, outcomes_of
+
+        if "plugins" in state:
+            for k, c in self.chains.items():
+                c.load_state_dict(state["plugins"].get(k, []))
+        elif state.get("task_sampler") is not None:
+            self.task_sampler.plugins[0].load_state_dict(state["task_sampler"])
+        if "history" in state:
+            self.history = {k: TaskOutcome.from_dict(v) for k, v in state["history"].items()}
+            self.tasks = list(state.get("tasks", self.tasks))
+        elif self.rank == 0:
+            last = int(state["iteration"])
+            done = [t for t in self.store.get_trajectories(self.run_id, source="on_policy", with_steps=False)
+                    if isinstance(t.info.get("iteration"), int) and t.info["iteration"] <= last]
+            self.history = outcomes_of(done)
+            self.tasks += [t["task_id"] for t in self.store.added_tasks(self.run_id, max_iteration=last)
+                           if t["task_id"] not in self.tasks]
+
+    def context(self, iteration: int) -> Any:
+        """The :class:`PluginContext` of ``iteration`` (history = finished iterations only)."""
+        from guigym.train.algorithms.context import PluginContext, TaskOutcome
+        from guigym.train.algorithms.policy_handle import PolicyHandle
+
+        history = {k: TaskOutcome.from_dict(v.to_dict()) for k, v in self.history.items()}
+        return PluginContext(iteration=iteration, rng=random.Random(f"{self.cfg.run.seed}/plugins/{iteration}"),
+                             store=self.store, run_id=self.run_id,
+                             policy=PolicyHandle(self.learner, iteration, self.learner.image_loader),
+                             history=history, tasks=list(self.tasks), config=self.cfg)
 
     def start_rollout(self) -> None:
         """EnvPool + policy service + scheduler (rank 0 only)."""
@@ -243,9 +357,22 @@ class Trainer:
             token = os.environ.get(cfg.rollout.token_env)
             if not token:
                 raise ConfigError(f"rollout.token_env: environment variable {cfg.rollout.token_env} is not set")
-            self.service = HTTPEngine(cfg.rollout.urls, token=token)
-        if self.start_iteration > 0:
-            self.push_weights(version)
+            r = cfg.rollout
+            if r.weight_sync == "lora" or (r.http_api == "vllm" and r.weight_sync is None):
+                if not self.learner.lora:
+                    raise ConfigError("rollout.weight_sync: 'lora' refreshes servers with the trained LoRA adapters; "
+                                      "enable model.lora or choose weight_sync 'restart'")
+            restart = None
+            if r.weight_sync == "restart":
+                from guigym.train.rollout.policy_service import command_restarter
+
+                if not r.restart_command:
+                    raise ConfigError("rollout.restart_command: weight_sync 'restart' needs the command that restarts "
+                                      "one server ({index}, {url}, {path} are filled in)")
+                restart = command_restarter(r.restart_command)
+            self.service = HTTPEngine(r.urls, token=token, api=r.http_api, model=r.served_model,
+                                      weight_sync=r.weight_sync, restart=restart, version=version,
+                                      stop_token_ids=self.learner.policy.eos_ids if r.http_api == "vllm" else None)
         r = cfg.rollout
         extra = {"template": r.template} if r.template else {}
         self.prompt_builder = PromptBuilder(
@@ -268,14 +395,33 @@ class Trainer:
                                 seed=seed, max_lost_retries=cfg.rollout.max_lost_retries, run_id=self.run_id,
                                 put_image=self.store.put_image if self.store is not None else None)
 
+    @property
+    def sharded(self) -> bool:
+        """True when the learner's weights are FSDP shards: gathering them is a collective."""
+        return getattr(self.learner, "strategy", "ddp") == "fsdp"
+
     def push_weights(self, version: int) -> None:
-        """Send the learner's current weights to the policy service as ``version``."""
+        """Send the learner's current weights to rank 0's policy service as ``version``. Every rank
+        calls it: under FSDP the full weights are gathered from all shards first."""
+        if self.rank != 0 and not self.sharded:
+            return
         if self.cfg.rollout.engine == "hf" and not self.learner.lora:
-            state = {k: v.detach().clone() for k, v in self.learner.model.state_dict().items()}
-            self.service.update_weights(version, state_dict=state)
-        else:
-            path = self.learner.save_pretrained(self.dir / "policy_latest")
+            state = self.learner.trainable_state()  # full tensors on rank 0 (clones; gathered under FSDP)
+            if self.rank == 0 and self.service is not None:
+                self.service.update_weights(version, state_dict=state)
+        elif getattr(self.service, "weight_sync", None) == "lora":  # rank 0 (LoRA runs replicate the model)
+            path = self.dir / "policy_adapters" / f"v{version:06d}"  # one directory per version: vLLM reads it on load
+            tmp = path.with_name(path.name + ".tmp")
+            self.learner.model.save_pretrained(tmp)  # a peft model writes only its adapters
+            shutil.rmtree(path, ignore_errors=True)  # a resumed run re-pushing the same version
+            os.replace(tmp, path)
             self.service.update_weights(version, path=str(path))
+            for old in sorted(path.parent.glob("v*"))[:-2]:  # servers hold loaded adapters in memory
+                shutil.rmtree(old, ignore_errors=True)
+        else:
+            path = self.learner.save_pretrained(self.dir / "policy_latest")  # rank 0 writes
+            if self.rank == 0 and self.service is not None:
+                self.service.update_weights(version, path=str(path))
 
     def close(self) -> None:
         for obj in (self.service, self.pool, self.store):
@@ -286,16 +432,41 @@ class Trainer:
                     pass
         if self.rank == 0 and getattr(self, "metrics", None) is not None:
             self.metrics.close()
+        if getattr(self, "_owns_process_group", False):
+            import torch
+
+            self._owns_process_group = False
+            torch.distributed.destroy_process_group()
 
     # ---- one iteration ----------------------------------------------------------------------
-    def groups_for(self, iteration: int) -> tuple[list[Any], bool]:
+    def add_tasks(self, ctx: Any) -> None:
+        """Ask the task sources for new tasks; store their provenance, extend the task list."""
+        from guigym.train.algorithms.context import NewTask
+
+        new = self.task_source(ctx=ctx) if len(self.task_source) else []
+        for t in new:
+            if not isinstance(t, NewTask):
+                raise TypeError(f"a task source returned {type(t).__name__}, expected NewTask")
+        if not new:
+            return
+        self.store.add_tasks(self.run_id, [{"task_id": t.task_id, "source": t.source, "parent": t.parent,
+                                            "spec": t.spec} for t in new], ctx.iteration)
+        self.tasks += [tid for tid in dict.fromkeys(t.task_id for t in new) if tid not in self.tasks]
+        ctx.tasks = list(self.tasks)
+
+    def groups_for(self, iteration: int, ctx: Any = None) -> tuple[list[Any], bool]:
         """(groups of ``iteration``, reused?). Stored ones (a crashed run's) first, else collected."""
+        from guigym.train.algorithms.context import RolloutPlan
         from guigym.train.data.types import Group
 
         cfg = self.cfg
-        stats = {s["task_id"]: s for s in self.store.task_stats(self.run_id)}
-        task_ids = self.task_sampler(list(cfg.env.tasks), cfg.rollout.groups_per_iteration, stats=stats)
-        seeds = iteration_seeds(cfg, iteration, len(task_ids))
+        ctx = ctx if ctx is not None else self.context(iteration)
+        self.add_tasks(ctx)
+        task_ids = self.task_sampler(list(self.tasks), cfg.rollout.groups_per_iteration, stats=ctx.stats(), ctx=ctx)
+        plans = [RolloutPlan(t, cfg.rollout.num_generations, cfg.env.max_steps) for t in task_ids]
+        if len(self.rollout_planner):
+            plans = self.rollout_planner(plans, ctx=ctx)
+        seeds = iteration_seeds(cfg, iteration, len(plans))
         stored = [t for t in self.store.get_trajectories(self.run_id, min_version=iteration)
                   if t.info.get("iteration") == iteration and t.source == "on_policy"]
         if stored:
@@ -304,7 +475,12 @@ class Trainer:
                 by_group.setdefault(t.group_id, Group(t.group_id, t.task_id, [])).trajectories.append(t)
             return list(by_group.values()), True
         scheduler = self.make_scheduler(iteration)
-        groups = scheduler.collect(task_ids, seeds=seeds)
+        guidance = None
+        if len(self.conditioner):
+            def guidance(task_id: str, seed: int, member: int) -> Any:
+                return self.conditioner(task_id, seed, member, ctx=ctx)
+        groups = scheduler.collect([p.task_id for p in plans], seeds=seeds, group_sizes=[p.n for p in plans],
+                                   max_steps=[p.max_steps for p in plans], guidance=guidance)
         self.rollout_stats = scheduler.last_stats.to_dict()
         trajs = []
         for g in groups:
@@ -316,52 +492,77 @@ class Trainer:
         _fault("after_store", iteration)
         return groups, False
 
-    def advantages(self, groups: Sequence[Any]) -> dict[str, Any]:
-        import torch
-
-        from guigym.train.algorithms.advantages import grpo_advantages, stepwise_grpo_advantages
-
-        trajs, rewards, gids = [], [], []
+    def shaped_rewards(self, groups: Sequence[Any], ctx: Any = None) -> dict[str, Any]:
+        """traj_id -> shaped reward (float or per-step list) from the reward-shaper chain."""
+        out: dict[str, Any] = {}
         for g in groups:
-            shaped = self.reward_shaper(g)
-            for t, r in zip(g.trajectories, shaped):
-                trajs.append(t)
-                rewards.append(float(r))
-                gids.append((g.task_id, g.group_id))
-        if not trajs:
-            return {}
-        r = torch.tensor(rewards, dtype=torch.float64)
-        algo = self.cfg.algorithm
-        if algo.advantage == "grpo":
-            adv = grpo_advantages(r, gids, scale=algo.scale_rewards, eps=algo.adv_eps)
-            return {t.traj_id: float(a) for t, a in zip(trajs, adv)}
-        flat = stepwise_grpo_advantages(r, gids, [t.length for t in trajs], scale=algo.scale_rewards, eps=algo.adv_eps)
-        out, k = {}, 0
-        for t in trajs:
-            out[t.traj_id] = [float(x) for x in flat[k:k + t.length]]
-            k += t.length
+            for t, r in zip(g.trajectories, self.reward_shaper(g, ctx=ctx)):
+                out[t.traj_id] = float(r) if isinstance(r, (int, float)) else [float(x) for x in r]
         return out
+
+    def advantages(self, groups: Sequence[Any], rewards: Optional[dict[str, Any]] = None,
+                   ctx: Any = None) -> dict[str, Any]:
+        """traj_id -> advantage (float, or one per step) from the advantage estimator."""
+        rewards = self.shaped_rewards(groups, ctx) if rewards is None else rewards
+        return self.advantage_estimator.plugins[0](groups, rewards, ctx=ctx)
+
+    def store_injected(self, groups: Sequence[Any], fresh_ids: set[str], iteration: int) -> list[Any]:
+        """Store the group members that were not collected this iteration (replay / expert /
+        cache from the trajectory sources or a group builder) and are not in the DataStore yet,
+        so that their usage can be recorded. They keep their own ``source`` and behaviour
+        log-probs (``Step.rollout_logprobs``, used by the TIS weight); one claiming ``on_policy``
+        is refused (it was not sampled by this run's policy). Returns the newly stored ones."""
+        injected = {t.traj_id: t for g in groups for t in g.trajectories if t.traj_id not in fresh_ids}
+        if not injected:
+            return []
+        known = self.store.row_ids(list(injected))
+        new = [t for tid, t in injected.items() if tid not in known]
+        for t in new:
+            if t.source == "on_policy":
+                raise ValueError(f"injected trajectory {t.traj_id!r} (task {t.task_id}) has source 'on_policy' but was "
+                                 f"not collected by this run; give it its source (replay, expert or cache)")
+            if t.run_id not in ("", self.run_id):
+                t.info = {**t.info, "origin_run_id": t.run_id}
+            t.run_id = self.run_id
+            t.info = {**t.info, "injected_at_iteration": iteration}
+        self.store.add_trajectories(self.run_id, new)
+        return new
 
     def iteration(self, it: int) -> dict[str, float]:
         t0 = time.time()
         payload = None
         info: dict[str, float] = {}
+        ctx = None
         if self.rank == 0:
-            groups, reused = self.groups_for(it)
+            from guigym.train.algorithms.context import outcomes_of
+            from guigym.train.algorithms.estimators import drop_zero_advantage_groups
+
+            ctx = self.context(it)
+            groups, reused = self.groups_for(it, ctx)
             t_roll = time.time() - t0
             fresh = [t for g in groups for t in g.trajectories]
-            groups = self.group_builder(groups)
+            ctx.outcomes = outcomes_of(fresh)
+            pool = self.trajectory_source(groups, ctx=ctx) if len(self.trajectory_source) else []
+            groups = self.group_builder(groups, pool=pool, ctx=ctx)
+            injected = self.store_injected(groups, {t.traj_id for t in fresh}, it)
+            rewards = self.shaped_rewards(groups, ctx)
+            adv = self.advantages(groups, rewards, ctx)
+            n_built = len(groups)
+            if self.cfg.algorithm.skip_zero_advantage_groups:
+                groups = drop_zero_advantage_groups(groups, adv)  # after shaping (DAPO dynamic sampling)
             trajs = [t for g in groups for t in g.trajectories]
-            adv = self.advantages(groups)
-            keep_mask = self.step_filter(trajs) if trajs else []
+            keep_mask = self.step_filter(trajs, groups=groups, ctx=ctx) if trajs else []
             keep_of = {t.traj_id: m for t, m in zip(trajs, keep_mask)}
-            samples = self.sample_builder(trajs, adv, keep=lambda tr, k, st: bool(keep_of[tr.traj_id][k]))
+            samples = self.sample_builder(trajs, adv, keep=lambda tr, k, st: bool(keep_of[tr.traj_id][k]),
+                                          rewards=rewards)
             payload = samples
             n = max(1, len(fresh))
             info = {"rollout/success_rate": sum(t.success for t in fresh) / n,
                     "rollout/reward_mean": sum(t.reward for t in fresh) / n,
                     "rollout/episode_len": sum(t.length for t in fresh) / n,
                     "rollout/trajectories": float(len(fresh)), "rollout/groups_trained": float(len(groups)),
+                    "rollout/groups_zero_advantage": float(n_built - len(groups)),
+                    "rollout/injected_stored": float(len(injected)), "rollout/tasks": float(len(self.tasks)),
                     "rollout/reused_from_store": float(reused), "time/rollout_s": t_roll}
             if not reused:
                 for k in ("u_env", "actions_per_min", "policy_utilisation", "lost", "retries"):
@@ -372,9 +573,8 @@ class Trainer:
         metrics = self.learner.update(samples)
         metrics["time/update_s"] = time.time() - t1
         version = it + 1
+        self.push_weights(version)
         if self.rank == 0:
-            if self.service is not None:
-                self.push_weights(version)
             used = [(s.traj_id, s.step_index) if s.step_index >= 0 else s.traj_id for s in samples]
             if used:
                 self.store.mark_used(self.run_id, used, version)
@@ -382,22 +582,27 @@ class Trainer:
             metrics["time/iteration_s"] = time.time() - t0
             self.store.record_model_version(self.run_id, version, str(self.dir / "policy_latest"),
                                             {k: v for k, v in metrics.items() if isinstance(v, float)})
+            for task, o in ctx.outcomes.items():  # the iteration is finished: its outcomes join the history
+                self.history.setdefault(task, type(o)()).merge(o)
             self.metrics.log(it, metrics)
             _fault("after_log", it)
             self.log(f"iter {it}: SR {info.get('rollout/success_rate', 0):.3f} loss {metrics.get('loss', 0):+.4f} "
                      f"samples {int(metrics.get('samples', 0))} ({metrics['time/iteration_s']:.1f}s)")
         if (it + 1) % self.cfg.run.checkpoint_every == 0 or it + 1 == self.cfg.run.iterations:
             self.checkpoint(it)
-        if self.rank == 0 and self.cfg.run.save_model_every and (it + 1) % self.cfg.run.save_model_every == 0:
-            self.learner.save_pretrained(self.dir / f"model-{it + 1:06d}")
+        if (self.rank == 0 or self.sharded) and self.cfg.run.save_model_every \
+                and (it + 1) % self.cfg.run.save_model_every == 0:
+            self.learner.save_pretrained(self.dir / f"model-{it + 1:06d}")  # a collective under FSDP
         return metrics
 
     def checkpoint(self, it: int) -> None:
         from guigym.train import checkpoint
 
+        learner = self.learner
+        if self.sharded:  # every rank gathers its shards; rank 0 writes the full tensors
+            learner = _GatheredLearner(self.learner, self.learner.trainable_state(), self.learner.optimizer_state())
         if self.rank == 0:
-            ts = self.task_sampler.state_dict() if hasattr(self.task_sampler, "state_dict") else None
-            checkpoint.save(self.ckpt_root, it, self.learner, {"policy_version": it + 1, "task_sampler": ts},
+            checkpoint.save(self.ckpt_root, it, learner, {"policy_version": it + 1, **self.plugin_state()},
                             keep=self.cfg.run.keep_checkpoints)
         _broadcast(None, self.rank, self.world)
 
@@ -435,6 +640,8 @@ class Trainer:
             self.build()
             if self.rank == 0:
                 self.start_rollout()
+            if self.start_iteration > 0:  # resumed: rollouts must sample from the checkpoint's weights
+                self.push_weights(self.start_iteration)
             summary: dict[str, Any] = {"run_dir": str(self.dir), "start_iteration": self.start_iteration}
             if self.rank == 0 and self.cfg.eval.enabled:
                 summary["before"] = self.evaluate("before")
@@ -476,7 +683,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a recipe value, e.g. --set optim.learning_rate=1e-3 (repeatable; value is YAML)")
     p.add_argument("--resume", action="store_true", help="continue the run in run.dir from its newest checkpoint")
     p.add_argument("--help-config", action="store_true", help="print every recipe key with its help text and exit")
-    p.add_argument("--check", action="store_true", help="validate the recipe, print it resolved, and exit")
+    p.add_argument("--check", action="store_true", help="validate the recipe, print it resolved with its precision and "
+                                                         "sharding plan (bytes per GPU for 1 and 8 GPUs), and exit")
     return p
 
 
@@ -494,7 +702,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.check:
             import yaml
 
+            from guigym.train.parallel import format_plan
+
             print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            print("# precision and sharding plan")
+            print(format_plan(cfg))
             return 0
         run(cfg, resume=args.resume, log=lambda m: print(m, flush=True))
     except ConfigError as exc:

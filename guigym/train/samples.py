@@ -38,7 +38,7 @@ constrained-decoding mask of each span.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from guigym.core.registry import Registry
 from guigym.train.data.types import Step, Trajectory
@@ -70,7 +70,9 @@ class Sample:
     step_index: int = -1  # -1 = a whole trajectory (multiturn)
     policy_version: int = 0
     source: str = "on_policy"  # Trajectory.source (extra losses such as SFT select on it)
-    reward: float = 0.0  # the trajectory's (shaped) reward
+    #: the trajectory's shaped reward (the reward-shaper chain's output; a per-step list counts as
+    #: its sum); the verifier score when the builder got no ``rewards``
+    reward: float = 0.0
 
     @property
     def num_loss_tokens(self) -> int:
@@ -97,6 +99,17 @@ def _step_advantage(adv: Advantage, k: int, traj: Trajectory) -> float:
     return float(adv[k])
 
 
+def _shaped(rewards: Optional[Mapping[str, Any]], traj: Trajectory) -> float:
+    """The shaped reward of ``traj`` as one float (sum of a per-step list); the verifier score
+    when no shaped rewards are given."""
+    if rewards is None:
+        return float(traj.reward)
+    if traj.traj_id not in rewards:
+        raise KeyError(f"no shaped reward for trajectory {traj.traj_id!r} (task {traj.task_id})")
+    r = rewards[traj.traj_id]
+    return float(r) if isinstance(r, (int, float)) else float(sum(float(x) for x in r))
+
+
 def _lookup(advantages: Mapping[str, Advantage], traj: Trajectory) -> Advantage:
     if traj.traj_id not in advantages:
         raise KeyError(f"no advantage for trajectory {traj.traj_id!r} (task {traj.task_id})")
@@ -104,12 +117,14 @@ def _lookup(advantages: Mapping[str, Advantage], traj: Trajectory) -> Advantage:
 
 
 def build_stepwise(trajs: Sequence[Trajectory], advantages: Mapping[str, Advantage],
-                   keep: Optional[Callable[[Trajectory, int, Step], bool]] = None) -> list[Sample]:
+                   keep: Optional[Callable[[Trajectory, int, Step], bool]] = None,
+                   rewards: Optional[Mapping[str, Any]] = None) -> list[Sample]:
     """One sample per step: ``prompt_ids + response_ids`` with the response masked in.
 
     ``advantages[traj_id]``: a float (trajectory-level GRPO) or one float per step (DART eq. 1).
     ``keep(traj, k, step)``: optional step filter (e.g. top-entropy steps); steps with an empty
-    response carry no token to train and are skipped.
+    response carry no token to train and are skipped. ``rewards[traj_id]``: the shaped reward
+    (float or per-step list) that becomes ``Sample.reward``.
     """
     out: list[Sample] = []
     for traj in trajs:
@@ -131,13 +146,14 @@ def build_stepwise(trajs: Sequence[Trajectory], advantages: Mapping[str, Advanta
                 advantages=[0.0] * p + [a] * r,
                 segments=[Segment(p, p + r, None if step.candidates is None else list(step.candidates))],
                 image_refs=list(step.image_refs), traj_id=traj.traj_id, step_index=k,
-                policy_version=step.policy_version, source=traj.source, reward=float(traj.reward),
+                policy_version=step.policy_version, source=traj.source, reward=_shaped(rewards, traj),
             ))
     return out
 
 
 def build_multiturn(trajs: Sequence[Trajectory], advantages: Mapping[str, Advantage],
-                    keep: Optional[Callable[[Trajectory, int, Step], bool]] = None) -> list[Sample]:
+                    keep: Optional[Callable[[Trajectory, int, Step], bool]] = None,
+                    rewards: Optional[Mapping[str, Any]] = None) -> list[Sample]:
     """One sample per trajectory; env tokens between responses are context (mask 0).
 
     Step k's response gets step k's advantage (or the trajectory's). ``keep`` may drop a step's
@@ -186,7 +202,8 @@ def build_multiturn(trajs: Sequence[Trajectory], advantages: Mapping[str, Advant
             continue
         out.append(Sample(input_ids=ids, loss_mask=mask, rollout_logprobs=lps, advantages=advs, segments=segs,
                           image_refs=list(traj.steps[-1].image_refs), traj_id=traj.traj_id, step_index=-1,
-                          policy_version=traj.policy_version, source=traj.source, reward=float(traj.reward)))
+                          policy_version=traj.policy_version, source=traj.source,
+                          reward=_shaped(rewards, traj)))
     return out
 
 

@@ -1,8 +1,11 @@
 """GRPO-family algorithm pieces: advantages, losses and the trainer's plug-in registries.
 
 ``advantages`` and ``losses`` are pure functions on torch tensors (shapes and source equations in
-their docstrings); ``registry`` holds REWARD_SHAPERS, GROUP_BUILDERS, TASK_SAMPLERS, STEP_FILTERS
-and EXTRA_LOSSES with the plain-GRPO behaviour registered as ``"default"``.
+their docstrings); ``registry`` holds REWARD_SHAPERS, GROUP_BUILDERS, TASK_SAMPLERS, STEP_FILTERS,
+EXTRA_LOSSES, ROLLOUT_PLANNERS, CONDITIONERS, TASK_SOURCES and TRAJECTORY_SOURCES with the
+plain-GRPO behaviour registered as ``"default"``; ``estimators`` ADVANTAGE_ESTIMATORS and
+``policy_losses`` POLICY_LOSSES. Plug-in API v2: ``context`` (what a plug-in sees), ``compose``
+(chains of plug-ins of one kind), ``policy_handle`` (read-only policy queries).
 """
 from __future__ import annotations
 
@@ -16,12 +19,19 @@ from guigym.train.algorithms.losses import (
     resolve_loss_type,
     truncated_is_weight,
 )
+from guigym.train.algorithms.context import Guidance, NewTask, Plugin, PluginContext, RolloutPlan, TaskOutcome
+from guigym.train.algorithms.estimators import ADVANTAGE_ESTIMATORS
+from guigym.train.algorithms.policy_losses import POLICY_LOSSES, PolicyLossInputs
 from guigym.train.algorithms.registry import (
+    CONDITIONERS,
     EXTRA_LOSSES,
     GROUP_BUILDERS,
     REWARD_SHAPERS,
+    ROLLOUT_PLANNERS,
     STEP_FILTERS,
     TASK_SAMPLERS,
+    TASK_SOURCES,
+    TRAJECTORY_SOURCES,
     ExtraLoss,
     GroupBuilder,
     LossInputs,
@@ -32,6 +42,9 @@ from guigym.train.algorithms.registry import (
 )
 
 __all__ = [
+    "ADVANTAGE_ESTIMATORS", "CONDITIONERS", "POLICY_LOSSES", "ROLLOUT_PLANNERS", "TASK_SOURCES",
+    "TRAJECTORY_SOURCES", "Guidance", "NewTask", "Plugin", "PluginContext", "PolicyLossInputs", "RolloutPlan",
+    "TaskOutcome",
     "EXTRA_LOSSES", "GROUP_BUILDERS", "LOSS_TYPES", "REWARD_SHAPERS", "STEP_FILTERS", "TASK_SAMPLERS",
     "TRL_LOSS_TYPES", "ExtraLoss", "GroupBuilder", "LossInputs", "PluginRegistry", "RewardShaper",
     "StepFilter", "TaskSampler", "aggregate_loss", "grpo_advantages", "group_index", "kl_penalty",

@@ -1,34 +1,44 @@
-"""Plug-in points of the trainer: five small registries, plain GRPO registered as ``"default"``.
+"""Plug-in points of the trainer: one registry per extension point, plain GRPO as ``"default"``.
 
-The learner builds each plug-in once from the config (``REGISTRY.build(name, **options)``) and
-then calls it without knowing which one is active. Each registry holds *factories* (classes);
-:meth:`PluginRegistry.build` checks the options against the factory's signature and raises
-:class:`~guigym.core.errors.ConfigError` naming unknown names and bad options.
+Each registry holds *factories* (classes); :meth:`PluginRegistry.build` checks the options against
+the factory's signature and raises :class:`~guigym.core.errors.ConfigError` naming unknown names
+and bad options. A recipe may name several plug-ins of one kind; they compose in order
+(:mod:`guigym.train.algorithms.compose`). Every call from the loop passes ``ctx=`` a
+:class:`~guigym.train.algorithms.context.PluginContext` (DataStore, policy handle, iteration,
+per-task outcomes, RNG); plug-ins that keep state expose ``state_dict()`` / ``load_state_dict()``
+and the loop checkpoints it (JSON).
 
-Order in one training iteration (the learner's side of the contract)::
+Order in one training iteration (``guigym.train.loop.Trainer.iteration``)::
 
-    task_ids = task_sampler(all_task_ids, n_groups, stats=store.task_stats(run_id))
-    fresh    = scheduler.collect(task_ids, ...)                  # list[Group], on-policy
-    groups   = group_builder(fresh, pool=replay_trajectories)    # list[Group]
-    rewards  = [reward_shaper(g) for g in groups]                # list[list[float]]
-    ...advantages (advantages.py) from the shaped rewards...
-    keep     = step_filter([t for g in groups for t in g.trajectories])   # list[list[bool]]
-    ...samples from kept steps, policy_loss (losses.py)...
-    loss    += sum(extra_loss(LossInputs(...))[0] for each configured extra loss)
+    new_tasks = task_sources(ctx=ctx)                           # TASK_SOURCES, provenance stored
+    task_ids  = task_sampler(tasks, n_groups, stats=ctx.stats(), ctx=ctx)
+    plans     = rollout_planner([RolloutPlan(t, G, max_steps)], ctx=ctx)  # per-task N and length
+    fresh     = scheduler.collect(plans, guidance=conditioner)  # CONDITIONERS: guidance per rollout
+    pool      = trajectory_sources(fresh, ctx=ctx)              # replay / expert / cache
+    groups    = group_builder(fresh, pool=pool, ctx=ctx)        # injected members stored before use
+    rewards   = reward_shaper(group, ctx=ctx)                   # float or per-step list per trajectory
+    adv       = advantage_estimator(groups, rewards, ctx=ctx)   # ADVANTAGE_ESTIMATORS (estimators.py)
+    ...groups whose advantages are all 0 are dropped (after shaping)...
+    keep      = step_filter(trajs, groups=groups, ctx=ctx)
+    ...samples; loss = policy_loss(...) (POLICY_LOSSES, policy_losses.py) + extra losses...
 
-Protocols (``typing.Protocol``; any callable with the signature works):
+Protocols (any callable with the signature works; v1 callables without ``ctx``/``rewards`` too):
 
-* :class:`RewardShaper` ``(group: Group) -> list[float]`` -- the reward of each trajectory used
-  for the advantage; default identity (= the verifier score ``Trajectory.reward``).
-* :class:`GroupBuilder` ``(fresh: Sequence[Group], pool: Sequence[Trajectory] = ()) -> list[Group]``
-  -- what enters each GRPO group; default: the fresh on-policy rollouts only, ``pool`` (replay /
-  expert / cached trajectories offered by the loop) ignored; optionally drop zero-variance groups.
-* :class:`TaskSampler` ``(task_ids, n, stats=None) -> list[str]`` plus ``state_dict()`` /
-  ``load_state_dict()`` for exact resume; default: i.i.d. uniform draws with a seeded RNG.
-* :class:`StepFilter` ``(trajectories: Sequence[Trajectory]) -> list[list[bool]]`` -- which steps
-  are trained; default keep all.
-* :class:`ExtraLoss` ``(inputs: LossInputs) -> (scalar tensor, metrics)`` added to the policy
-  loss; default none (0).
+* :class:`RewardShaper` ``(group, rewards=None, *, ctx) -> list[float | list[float]]`` -- one
+  reward per trajectory, or a list of per-step rewards (progress signals); ``rewards`` is the
+  previous shaper's output in a chain (None for the first = the verifier scores).
+* :class:`GroupBuilder` ``(fresh, pool=(), *, ctx) -> list[Group]`` -- what enters each GRPO
+  group; ``pool`` holds the trajectories the trajectory sources offer (each with its ``source`` and
+  its own behaviour log-probs ``Step.rollout_logprobs``).
+* :class:`TaskSampler` ``(task_ids, n, stats=None, *, ctx) -> list[str]`` plus ``state_dict()`` /
+  ``load_state_dict()``; ``stats`` are per-task statistics as of the last finished iteration.
+* :class:`StepFilter` ``(trajectories, *, groups=None, ctx) -> list[list[bool]]``.
+* :class:`ExtraLoss` ``(inputs: LossInputs) -> (loss, metrics)``: ``loss`` a (B, T) per-token
+  tensor (aggregated exactly like the policy loss: same ``loss_type`` and step-wide normaliser)
+  or a scalar (weighted by the micro-batch's share of the optimizer step).
+* ROLLOUT_PLANNERS ``(plans: list[RolloutPlan], *, ctx) -> list[RolloutPlan]``; CONDITIONERS
+  ``(task_id, seed, member, *, ctx) -> Guidance | None``; TASK_SOURCES ``(*, ctx) ->
+  list[NewTask]``; TRAJECTORY_SOURCES ``(fresh_groups, *, ctx) -> list[Trajectory]``.
 """
 from __future__ import annotations
 
@@ -67,13 +77,13 @@ class PluginRegistry(Registry[T]):
 # ---- protocols --------------------------------------------------------------------------------
 @runtime_checkable
 class RewardShaper(Protocol):
-    def __call__(self, group: Group) -> list[float]:
-        """One reward per ``group.trajectories`` entry, in order."""
+    def __call__(self, group: Group, rewards: Sequence[Any] | None = None, *, ctx: Any = None) -> list[Any]:
+        """One reward (float, or a list of per-step floats) per ``group.trajectories`` entry."""
 
 
 @runtime_checkable
 class GroupBuilder(Protocol):
-    def __call__(self, fresh: Sequence[Group], pool: Sequence[Trajectory] = ()) -> list[Group]:
+    def __call__(self, fresh: Sequence[Group], pool: Sequence[Trajectory] = (), *, ctx: Any = None) -> list[Group]:
         """The groups to train on, built from this iteration's fresh groups and a pool of
         other trajectories (replay / expert / cache) the loop offers."""
 
@@ -94,7 +104,7 @@ class TaskSampler(Protocol):
 
 @runtime_checkable
 class StepFilter(Protocol):
-    def __call__(self, trajectories: Sequence[Trajectory]) -> list[list[bool]]:
+    def __call__(self, trajectories: Sequence[Trajectory], *, groups: Any = None, ctx: Any = None) -> list[list[bool]]:
         """keep[i][j] says whether step j of trajectory i is trained."""
 
 
@@ -105,6 +115,8 @@ class LossInputs:
     ``logp`` log pi_theta (with grad); ``old_logp`` the trainer's log-probs before the update;
     ``advantages`` (B,) or (B, T); ``sources`` (B) Trajectory.source of each sample; ``rewards``
     (B,) shaped trajectory reward of each sample; ``rollout_logp`` / ``ref_logp`` when available.
+    A per-token (B, T) result is aggregated by the learner with the policy loss's ``loss_type``
+    and the optimizer step's normaliser, so micro-batching and accumulation do not change it.
     """
 
     logp: Any
@@ -128,6 +140,10 @@ GROUP_BUILDERS: PluginRegistry[Callable[..., GroupBuilder]] = PluginRegistry("gr
 TASK_SAMPLERS: PluginRegistry[Callable[..., TaskSampler]] = PluginRegistry("task sampler")
 STEP_FILTERS: PluginRegistry[Callable[..., StepFilter]] = PluginRegistry("step filter")
 EXTRA_LOSSES: PluginRegistry[Callable[..., ExtraLoss]] = PluginRegistry("extra loss")
+ROLLOUT_PLANNERS: PluginRegistry[Callable[..., Any]] = PluginRegistry("rollout planner")
+CONDITIONERS: PluginRegistry[Callable[..., Any]] = PluginRegistry("conditioner")
+TASK_SOURCES: PluginRegistry[Callable[..., Any]] = PluginRegistry("task source")
+TRAJECTORY_SOURCES: PluginRegistry[Callable[..., Any]] = PluginRegistry("trajectory source")
 
 
 # ---- reward shapers ---------------------------------------------------------------------------
@@ -135,7 +151,9 @@ EXTRA_LOSSES: PluginRegistry[Callable[..., ExtraLoss]] = PluginRegistry("extra l
 class IdentityShaper:
     """Trajectory reward = verifier score (``Trajectory.reward``), as plain GRPO."""
 
-    def __call__(self, group: Group) -> list[float]:
+    def __call__(self, group: Group, rewards: Sequence[Any] | None = None, *, ctx: Any = None) -> list[Any]:
+        if rewards is not None:  # later in a chain: pass the previous shaper's rewards through
+            return list(rewards)
         return [float(t.reward) for t in group.trajectories]
 
 
@@ -144,15 +162,17 @@ class IdentityShaper:
 class FreshGroups:
     """Group = the G fresh on-policy rollouts of a task (GRPO); the offered pool is ignored.
 
-    ``drop_zero_variance``: drop groups whose trajectory rewards (verifier scores) are all equal,
-    including single-member groups -- their GRPO advantage is 0 everywhere, so they only add
-    compute (DAPO dynamic sampling, Yu et al. 2025 sec. 3.2). Input groups are not mutated.
+    ``drop_zero_variance``: drop groups whose *verifier scores* are all equal, including
+    single-member groups, before any shaping. The loop does not use it: it drops zero-advantage
+    groups after shaping (``algorithm.skip_zero_advantage_groups``; DAPO dynamic sampling, Yu et
+    al. 2025 sec. 3.2), so a shaped signal inside an all-success group survives. Input groups are
+    not mutated.
     """
 
     def __init__(self, drop_zero_variance: bool = False) -> None:
         self.drop_zero_variance = bool(drop_zero_variance)
 
-    def __call__(self, fresh: Sequence[Group], pool: Sequence[Trajectory] = ()) -> list[Group]:
+    def __call__(self, fresh: Sequence[Group], pool: Sequence[Trajectory] = (), *, ctx: Any = None) -> list[Group]:
         out = []
         for g in fresh:
             trajs = [t for t in g.trajectories if t.source == "on_policy"]
@@ -238,33 +258,59 @@ class EpochShuffleTaskSampler:
 class KeepAllSteps:
     """Train every step (plain GRPO)."""
 
-    def __call__(self, trajectories: Sequence[Trajectory]) -> list[list[bool]]:
+    def __call__(self, trajectories: Sequence[Trajectory], *, groups: Any = None, ctx: Any = None) -> list[list[bool]]:
         return [[True] * len(t.steps) for t in trajectories]
 
 
 @STEP_FILTERS.register("top_entropy")
 class TopEntropySteps:
-    """Keep the ``fraction`` of steps with the highest recorded mean token entropy (DART
-    "high-entropy-driven step optimization"; its code ranks steps by mean token entropy over the
-    whole training batch and keeps the top ``int(fraction * n)``).
+    """Keep the ``fraction`` of steps with the highest mean token entropy *within each task group*
+    (DART, Li et al. 2025, "high-entropy-driven step optimization": steps are ranked inside the
+    group of rollouts of one task, so an easy task's confident steps do not crowd out a hard
+    task's, or the reverse).
 
-    Ranking is over all steps passed in that carry ``Step.entropy``; ``k = max(1,
-    floor(fraction * n))``; ties keep the earlier step. Steps without a recorded entropy (e.g.
-    expert demonstrations, which were not sampled) cannot be ranked and are kept.
+    Per group: ``k = max(1, floor(fraction * n_steps))``; ties keep the earlier step. Groups come
+    from ``groups=`` (the loop passes the built groups, so injected members rank with their group)
+    or, without it, from each trajectory's ``(task_id, group_id)``. A step without a recorded
+    entropy (an expert demonstration was not sampled) is never kept silently: with
+    ``missing="recompute"`` its entropy is recomputed under the current policy
+    (``ctx.policy.step_entropy``), with ``missing="raise"`` it is an error.
     """
 
-    def __init__(self, fraction: float = 0.8) -> None:
+    def __init__(self, fraction: float = 0.8, missing: str = "recompute") -> None:
         if not 0 < fraction <= 1:
             raise ConfigError(f"top_entropy.fraction must be in (0, 1], got {fraction}")
+        if missing not in ("recompute", "raise"):
+            raise ConfigError(f"top_entropy.missing must be 'recompute' or 'raise', got {missing!r}")
         self.fraction = float(fraction)
+        self.missing = missing
 
-    def __call__(self, trajectories: Sequence[Trajectory]) -> list[list[bool]]:
-        keep = [[s.entropy is None for s in t.steps] for t in trajectories]
-        ranked = [(-float(s.entropy), i, j) for i, t in enumerate(trajectories)
-                  for j, s in enumerate(t.steps) if s.entropy is not None]
-        if ranked:
-            k = max(1, math.floor(self.fraction * len(ranked)))
-            for _, i, j in sorted(ranked)[:k]:
+    def _entropy(self, t: Trajectory, j: int, ctx: Any) -> float:
+        s = t.steps[j]
+        if s.entropy is not None:
+            return float(s.entropy)
+        where = f"top_entropy: trajectory {t.traj_id!r} (source {t.source}) step {j} has no recorded entropy"
+        if self.missing == "raise":
+            raise ValueError(f"{where}; set top_entropy.missing: recompute to recompute it under the policy")
+        policy = getattr(ctx, "policy", None)
+        if policy is None or not hasattr(policy, "step_entropy"):
+            raise ValueError(f"{where} and no policy handle (ctx.policy) to recompute it")
+        return float(policy.step_entropy(s))
+
+    def __call__(self, trajectories: Sequence[Trajectory], *, groups: Sequence[Group] | None = None,
+                 ctx: Any = None) -> list[list[bool]]:
+        key_of: dict[str, Any] = {}
+        for gi, g in enumerate(groups or ()):
+            for t in g.trajectories:
+                key_of.setdefault(t.traj_id, gi)
+        ranked: dict[Any, list[tuple[float, int, int]]] = {}
+        for i, t in enumerate(trajectories):
+            key = key_of.get(t.traj_id, (t.task_id, t.group_id))
+            ranked.setdefault(key, []).extend((-self._entropy(t, j, ctx), i, j) for j in range(t.length))
+        keep = [[False] * t.length for t in trajectories]
+        for steps in ranked.values():
+            k = max(1, math.floor(self.fraction * len(steps)))
+            for _, i, j in sorted(steps)[:k]:
                 keep[i][j] = True
         return keep
 
@@ -329,9 +375,15 @@ class NoExtraLoss:
 
 @EXTRA_LOSSES.register("sft")
 class SFTLoss:
-    """``coef * token-mean NLL`` of the samples whose source is in ``sources`` (default expert
-    and cached successes): a behaviour-cloning anchor on demonstrations (DART's released code has
-    a similar ``use_sft_loss`` term on successful samples). 0 when the batch has no such sample."""
+    """``coef * NLL`` on the tokens of samples whose source is in ``sources`` (default expert and
+    cached successes): a behaviour-cloning anchor on demonstrations (DART's released code has a
+    similar ``use_sft_loss`` term on successful samples).
+
+    Returns the (B, T) per-token loss ``-coef * logp`` on those rows (0 elsewhere); the learner
+    aggregates it like the policy loss (e.g. token-mean over all trained tokens of the optimizer
+    step), so it is independent of micro-batching. Metrics: ``sft_nll`` (mean over the selected
+    tokens of this micro-batch) and ``sft_tokens``.
+    """
 
     def __init__(self, coef: float = 0.1, sources: Sequence[str] = ("expert", "cache")) -> None:
         bad = [s for s in sources if s not in SOURCES]
@@ -349,8 +401,7 @@ class SFTLoss:
             raise ValueError(f"sft: {len(inputs.sources)} sources for {logp.shape[0]} samples")
         rows = torch.tensor([s in self.sources for s in inputs.sources], device=logp.device)
         m = inputs.mask.float() * rows.unsqueeze(1).float()
-        n = m.sum()
-        if float(n) == 0:
-            return logp.new_zeros(()), {"sft_tokens": 0.0}
-        nll = -(logp.float() * m).sum() / n
-        return self.coef * nll, {"sft_nll": float(nll.detach()), "sft_tokens": float(n)}
+        n = float(m.sum())
+        per_token = -self.coef * logp.float() * m
+        nll = float(-(logp.detach().float() * m).sum() / max(n, 1.0))
+        return per_token, {"sft_nll": nll, "sft_tokens": n}

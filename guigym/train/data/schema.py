@@ -114,3 +114,17 @@ run_state = sa.Table(
     sa.Column("value", sa.JSON, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
 )
+
+# Tasks a task source added during a run (WebRL's self-evolving curriculum), with provenance.
+# Additive table: ``create_all`` adds it to databases made before it existed (schema version 1).
+task_provenance = sa.Table(
+    "task_provenance", metadata,
+    sa.Column("run_id", _Id, sa.ForeignKey("runs.run_id"), primary_key=True),
+    sa.Column("task_id", sa.String(255), primary_key=True),
+    sa.Column("source", sa.String(255), nullable=False),  # the task source plug-in's name
+    sa.Column("parent_task_id", sa.String(255), nullable=True),
+    sa.Column("iteration", sa.Integer, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Index("ix_task_prov_run_iter", "run_id", "iteration"),
+)

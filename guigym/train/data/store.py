@@ -589,6 +589,43 @@ class DataStore:
                                    "success_rate": 0.0, "mean_reward": 0.0, "mean_length": 0.0,
                                    "last_version": -1}
 
+    # -- task provenance ------------------------------------------------------------------
+    def add_tasks(self, run_id: str, tasks: Sequence[dict[str, Any]], iteration: int) -> int:
+        """Record tasks a task source added in ``iteration`` (one transaction, idempotent per
+        (run, task_id): a task keeps its first provenance). Each item: ``task_id``, ``source``,
+        optional ``parent`` and JSON ``spec``. Returns how many were new."""
+        rows = []
+        for i, t in enumerate(tasks):
+            tid, src = t.get("task_id"), t.get("source")
+            if not isinstance(tid, str) or not tid or not isinstance(src, str) or not src:
+                raise ValueError(f"add_tasks: tasks[{i}] needs a non-empty task_id and source, got {t!r}")
+            spec = t.get("spec") or {}
+            _check_json(spec, f"tasks[{i}].spec")
+            rows.append({"run_id": run_id, "task_id": tid, "source": src, "parent_task_id": t.get("parent"),
+                         "iteration": int(iteration), "spec": spec})
+        if not rows:
+            return 0
+
+        def fn(conn: Connection) -> int:
+            self._need_run(conn, run_id)
+            now = time.time()
+            return sum(bool(_insert_ignore(conn, S.task_provenance, {**r, "created_at": now}, ("run_id", "task_id")))
+                       for r in rows)
+        return self._write(fn)
+
+    def added_tasks(self, run_id: str, max_iteration: int | None = None) -> list[dict[str, Any]]:
+        """Tasks added during the run (oldest first): ``{"task_id", "source", "parent",
+        "iteration", "spec"}``; ``max_iteration`` keeps those added up to that iteration."""
+        def fn(conn: Connection) -> list[dict[str, Any]]:
+            c = S.task_provenance.c
+            q = sa.select(S.task_provenance).where(c.run_id == run_id)
+            if max_iteration is not None:
+                q = q.where(c.iteration <= int(max_iteration))
+            q = q.order_by(c.iteration, c.created_at, c.task_id)
+            return [{"task_id": r.task_id, "source": r.source, "parent": r.parent_task_id,
+                     "iteration": int(r.iteration), "spec": dict(r.spec)} for r in conn.execute(q)]
+        return self._read(fn)
+
     # -- resume state ---------------------------------------------------------------------
     @staticmethod
     def _set_state(conn: Connection, run_id: str, key: str, value: dict[str, Any], now: float) -> None:

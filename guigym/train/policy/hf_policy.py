@@ -6,11 +6,17 @@ Token-in/token-out (shared/DESIGN.md "Trajectory"): a prompt is encoded once int
 Qwen2.5-VL processor and vLLM do), the reply is a list of sampled ids, and training feeds those
 exact ids back; nothing is re-tokenised.
 
-Sampling distribution: the model's next-token logits with the vision special tokens
-(``<|vision_start|>``, ``<|image_pad|>``, ...) masked to -inf, divided by ``temperature``. A
-reply may never contain them (they would desynchronise image features from image tokens). The
-recorded log-prob of each sampled token is ``log_softmax`` of the masked logits at temperature 1;
-:meth:`HFPolicy.logprobs_of` returns the same quantity from one forward pass.
+Sampling distribution: the model's raw next-token logits divided by ``temperature`` T, with the
+vision special tokens (``<|vision_start|>``, ``<|image_pad|>``, ...) masked to -inf (a reply may
+never contain them: they would desynchronise image features from image tokens), renormalised
+(:mod:`guigym.train.policy.logprobs` states it exactly). The recorded log-prob of each sampled
+token is the log-prob under that distribution, at the sampling temperature;
+:meth:`HFPolicy.logprobs_of` (``temperature=T``) and the learner return the same quantity from one
+forward pass. Nothing else shapes it: no top-k / top-p / repetition penalty, and the checkpoint's
+``generation_config.json`` defaults (e.g. ``repetition_penalty: 1.05`` or ``top_k`` as some
+Qwen checkpoints ship) never reach sampling -- only the arguments of :meth:`HFPolicy.generate`.
+Greedy rows (T <= 0) record the temperature-1 log-prob of the argmax token. ``Sample.entropy``
+is always the entropy of the temperature-1 distribution (what DART's top-entropy filter ranks).
 
 Sampling uses the Gumbel-max trick with one ``torch.Generator`` per sequence, so a reply depends
 only on (model, prompt, seed), not on what else is in the batch or on the global RNG.
@@ -31,6 +37,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from guigym.train.policy.logprobs import SparseAllowed, masked_logprobs
 from guigym.train.rollout.constrain import CandidateConstraint, as_constraint
 
 ImageLike = Union[np.ndarray, Image.Image]
@@ -96,8 +103,12 @@ class _GumbelSampler:
         for b, constraint in enumerate(self.constraints):
             if constraint is not None:
                 logits[b] = constrain_logits(logits[b], constraint, input_ids[b, self.width:].tolist())
-        logp = torch.log_softmax(logits, dim=-1)
+        logp = torch.log_softmax(logits, dim=-1)  # temperature 1 (entropy; greedy rows)
         self.entropies.append(-(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1))
+        # the sampling distribution: log_softmax(masked logits / T) per row (T <= 0: greedy, T = 1 recorded)
+        temps = torch.tensor([t if t > 0 else 1.0 for t in self.temperatures], dtype=logits.dtype,
+                             device=logits.device)
+        logp_t = torch.log_softmax(logits / temps[:, None], dim=-1)
         rows = []
         for b, (g, temp) in enumerate(zip(self.generators, self.temperatures)):
             if temp <= 0:  # greedy
@@ -105,9 +116,9 @@ class _GumbelSampler:
                 continue
             u = torch.rand(logp.shape[-1], generator=g, dtype=torch.float64).clamp_(1e-20, 1.0)
             gumbel = -torch.log(-torch.log(u))
-            rows.append((logp[b].double().cpu() / temp + gumbel).argmax())
+            rows.append((logp_t[b].double().cpu() + gumbel).argmax())  # Gumbel-max: a draw from softmax(z / T)
         choice = torch.stack([r.to(logp.device) for r in rows])
-        self.logprobs.append(logp.gather(-1, choice[:, None])[:, 0])
+        self.logprobs.append(logp_t.gather(-1, choice[:, None])[:, 0])
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(-1, choice[:, None], 0.0)
         return out
@@ -150,6 +161,11 @@ class HFPolicy:
         gen = self.model.generation_config
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids: list[int] = list(eos) if isinstance(eos, (list, tuple)) else [int(eos)]
+        from transformers import GenerationConfig
+
+        #: the checkpoint's sampling defaults are kept for saving, never used to sample
+        self._neutral_generation_config = GenerationConfig(eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+                                                           bos_token_id=gen.bos_token_id)
         ids = [self.tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]
         # ids the tokenizer does not know (the embedding table is padded to a multiple of 64) are banned too
         vocab = self.model.get_output_embeddings().weight.shape[0]
@@ -266,9 +282,17 @@ class HFPolicy:
         config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max(limits),
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id, use_cache=True)
         with self.lock:
-            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                      generation_config=config, logits_processor=LogitsProcessorList([sampler]),
-                                      **kwargs)
+            # transformers fills every field our config leaves unset from model.generation_config
+            # (the checkpoint's generation_config.json: repetition_penalty, top_k, ...), and those
+            # processors would run before the sampler. Swap in a config with only the special ids.
+            saved = self.model.generation_config
+            self.model.generation_config = self._neutral_generation_config
+            try:
+                out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                          generation_config=config, logits_processor=LogitsProcessorList([sampler]),
+                                          **kwargs)
+            finally:
+                self.model.generation_config = saved
         new = out[:, width:].cpu()
         lps = torch.stack(sampler.logprobs, dim=1).cpu() if sampler.logprobs else torch.zeros((len(batch), 0))
         ents = torch.stack(sampler.entropies, dim=1).cpu() if sampler.entropies else torch.zeros((len(batch), 0))
@@ -303,27 +327,45 @@ class HFPolicy:
     def logprobs_tensor(self, prompt_ids: Sequence[int], response_ids: Sequence[int],
                         images: Sequence[ImageLike] = (), pixel_values: Optional[torch.Tensor] = None,
                         image_grid_thw: Optional[torch.Tensor] = None,
-                        candidates: Union[None, Sequence[str], CandidateConstraint] = None) -> torch.Tensor:
+                        candidates: Union[None, Sequence[str], CandidateConstraint] = None,
+                        temperature: float = 1.0) -> torch.Tensor:
         """Log-probs (R,) of ``response_ids`` given ``prompt_ids`` in one forward pass (differentiable
-        when called with grad enabled). Images are given raw or as processed tensors.
+        when called with grad enabled) under the sampling distribution at ``temperature`` (> 0; the
+        one :meth:`generate` recorded). Images are given raw or as processed tensors.
         ``candidates``: the same allowed replies the reply was sampled under (None = free text);
-        the log-softmax is then over the masked logits, as at sampling time. A reply that leaves
-        the candidates raises ``ValueError``."""
+        the log-softmax is then over the candidates' ids only, as at sampling time. A reply that
+        leaves the candidates raises ``ValueError``. Logits are computed for the R response
+        positions only (transformers' ``logits_to_keep``), not for the prompt."""
         if pixel_values is None and images:
             pixel_values, image_grid_thw = self.images_to_tensors(images)
         ids = torch.tensor([list(prompt_ids) + list(response_ids)], dtype=torch.long)
         kwargs = self._vision_kwargs(ids, [pixel_values], [image_grid_thw])
+        r = len(response_ids)
+        if r == 0:
+            return torch.zeros(0)
         with self.lock:
+            # the last r + 1 positions; position t predicts token t + 1, so drop the final one
             logits = self.model(input_ids=ids.to(self.device), attention_mask=torch.ones_like(ids).to(self.device),
-                                use_cache=False, **kwargs).logits[0]
-        p, r = len(prompt_ids), len(response_ids)
-        step = logits[p - 1: p + r - 1].float()  # (R, V): position t predicts token t+1
-        step = step.masked_fill(torch.isin(torch.arange(step.shape[-1]), self.banned.cpu()).to(step.device),
-                                float("-inf"))
-        constraint = self.constraint(candidates)
-        if constraint is not None:
-            step = self._constrain_rows(step, constraint, list(response_ids))
-        return torch.log_softmax(step, dim=-1).gather(-1, torch.tensor(list(response_ids), device=step.device)[:, None])[:, 0]
+                                use_cache=False, logits_to_keep=r + 1, **kwargs).logits[0, :r]
+        targets = torch.tensor(list(response_ids), dtype=torch.long)
+        allowed = self._sparse_allowed(self.constraint(candidates), list(response_ids))
+        return masked_logprobs(logits, targets, self.banned, allowed, temperature)
+
+    @staticmethod
+    def _sparse_allowed(constraint: Optional[CandidateConstraint], response_ids: list[int]) -> Optional[SparseAllowed]:
+        """The candidate trie's allowed ids after each prefix ``response_ids[:t]`` as a
+        :class:`SparseAllowed` (None without a constraint); raises ``ValueError`` for a token
+        outside them."""
+        if constraint is None:
+            return None
+        rows: dict[int, list[int]] = {}
+        for t in range(len(response_ids)):
+            allowed = constraint.allowed(response_ids[:t])
+            if response_ids[t] not in allowed:
+                raise ValueError(f"response_ids[{t}]={response_ids[t]} is not allowed by the candidates after "
+                                 f"{response_ids[:t]}; was this reply sampled under the same candidates?")
+            rows[t] = list(allowed)
+        return SparseAllowed.build(len(response_ids), rows)
 
     @staticmethod
     def _constrain_rows(step: torch.Tensor, constraint: CandidateConstraint, response_ids: list[int]) -> torch.Tensor:
@@ -355,9 +397,12 @@ class HFPolicy:
     @torch.no_grad()
     def logprobs_of(self, prompt_ids: Sequence[int], response_ids: Sequence[int],
                     images: Sequence[ImageLike] = (),
-                    candidates: Union[None, Sequence[str], CandidateConstraint] = None) -> list[float]:
-        """Teacher-forced log-probs of ``response_ids`` (list of R floats), same distribution as sampling."""
-        return [float(x) for x in self.logprobs_tensor(prompt_ids, response_ids, images, candidates=candidates)]
+                    candidates: Union[None, Sequence[str], CandidateConstraint] = None,
+                    temperature: float = 1.0) -> list[float]:
+        """Teacher-forced log-probs of ``response_ids`` (list of R floats), same distribution as
+        sampling at ``temperature``."""
+        return [float(x) for x in self.logprobs_tensor(prompt_ids, response_ids, images, candidates=candidates,
+                                                       temperature=temperature)]
 
 
 _CACHE: dict[str, HFPolicy] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 #: Qwen2.5-VL's special tokens, in Qwen's id order (ids here start right after the BPE vocab)
 SPECIAL_TOKENS = [
@@ -106,22 +106,12 @@ def build_tokenizer(vocab_size: int = 800):
     return fast
 
 
-def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int = 2,
-          max_pixels: int = 28 * 28 * 16) -> Path:
-    """Write a tiny random-weight Qwen2.5-VL (model + tokenizer + processor) to ``path``.
+def tiny_config(hidden: int = 64, layers: int = 2, tokenizer=None, **_ignored):
+    """The ``Qwen2_5_VLConfig`` :func:`build` uses (``tokenizer``: the one from
+    :func:`build_tokenizer`, built when omitted). Sizes as in :func:`build`."""
+    from transformers import Qwen2_5_VLConfig
 
-    Sizes: text decoder ``hidden`` wide, ``layers`` deep, 4 query / 2 key-value heads; vision tower
-    2 blocks of width 32 with 14 px patches, 2x2 merging (one LLM token per 28x28 px). The image
-    processor's ``max_pixels`` (default 16 merged tokens' worth) keeps a 160x210 screenshot to at
-    most 16 vision tokens. Returns ``path``.
-    """
-    import torch
-    from transformers import GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = tokenizer if tokenizer is not None else build_tokenizer()
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     vocab = ((len(tokenizer) + 63) // 64) * 64
     heads = 4
@@ -147,11 +137,34 @@ def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int =
     config.bos_token_id = ids["<|endoftext|>"]
     config.eos_token_id = ids["<|im_end|>"]
     config.pad_token_id = ids["<|endoftext|>"]
+    return config
+
+
+def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int = 2,
+          max_pixels: int = 28 * 28 * 16, generation_defaults: Optional[dict] = None) -> Path:
+    """Write a tiny random-weight Qwen2.5-VL (model + tokenizer + processor) to ``path``.
+
+    Sizes: text decoder ``hidden`` wide, ``layers`` deep, 4 query / 2 key-value heads; vision tower
+    2 blocks of width 32 with 14 px patches, 2x2 merging (one LLM token per 28x28 px). The image
+    processor's ``max_pixels`` (default 16 merged tokens' worth) keeps a 160x210 screenshot to at
+    most 16 vision tokens. ``generation_defaults``: extra ``generation_config.json`` fields (e.g.
+    ``{"repetition_penalty": 1.5, "top_k": 3}``, as real checkpoints ship sampling defaults; tests
+    use it to check they never reach sampling). Returns ``path``.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    config = tiny_config(hidden=hidden, layers=layers, tokenizer=tokenizer)
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()
     model.generation_config = GenerationConfig(
         bos_token_id=ids["<|endoftext|>"], eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"], do_sample=False)
+        pad_token_id=ids["<|endoftext|>"], **{"do_sample": False, **(generation_defaults or {})})
     model.save_pretrained(path)
     image_processor = Qwen2VLImageProcessorPil(min_pixels=28 * 28 * 4, max_pixels=max_pixels, patch_size=14,
                                                temporal_patch_size=2, merge_size=2)

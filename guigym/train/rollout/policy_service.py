@@ -11,16 +11,49 @@ token entropy, and the ``policy_version`` that produced it). Two engines impleme
   and generates them as one left-padded batch. A reply depends only on (weights, prompt, seed),
   never on the batch it ran in (per-row generators). ``update_weights`` swaps weights between
   batches.
-* :class:`HTTPEngine` -- OpenAI-compatible ``/v1/chat/completions`` servers (``guigym serve``).
-  Each request goes to the endpoint with the fewest requests in flight; ``update_weights``
-  refreshes one endpoint at a time (drain it, reload, put it back) while the others keep serving,
-  DART's per-worker model synchronisation (Li et al. 2025, sec. 3.3).
+* :class:`HTTPEngine` -- OpenAI-compatible servers, either ``guigym serve`` (``api="guigym"``) or
+  an unmodified ``vllm serve`` (``api="vllm"``). Each request goes to the endpoint with the fewest
+  requests in flight; ``update_weights`` refreshes one endpoint at a time (drain it, refresh it,
+  put it back) while the others keep serving, DART's per-worker model synchronisation (Li et al.
+  2025, sec. 3.3).
 
-Token-level requests over HTTP use two extensions of the chat body that ``guigym serve``
-implements: ``prompt_token_ids`` (the prompt as ids; the messages then only carry the images, in
-order) and ``guided_choice`` (the candidate replies, vLLM's name for a choice constraint). The
-reply carries ``prompt_token_ids``/``token_ids`` (as vLLM's ``return_token_ids``), ``logprobs``,
-``entropy`` and ``policy_version``.
+``api="guigym"``: ``POST /v1/chat/completions`` with two extensions that ``guigym serve``
+implements: ``prompt_token_ids`` (the prompt as ids; the messages only carry the images, in order)
+and ``guided_choice``; the reply carries ``token_ids``, ``logprobs``, ``entropy`` and
+``policy_version``. Weights are refreshed with ``POST /v1/admin/reload`` (``weight_sync="admin"``).
+
+``api="vllm"`` uses only what stock vLLM documents (request/response shapes read from vLLM's
+``vllm/entrypoints/openai/protocol.py`` ``CompletionRequest``/``CompletionLogProbs`` and
+``docs/features/lora.md``; needs vLLM >= 0.10.2; see ``docs/architecture.md``):
+
+* ``POST /v1/completions`` with ``prompt`` = the token ids (a list of ints: no re-tokenisation),
+  ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``logprobs: 0`` (the sampled token's
+  log-prob only), ``return_tokens_as_token_ids: true`` (tokens come back as ``"token_id:123"``,
+  which is how the response ids are read) and explicit neutral ``top_k``/``min_p``/
+  ``repetition_penalty``, so a checkpoint's ``generation_config.json`` (vLLM applies it as the
+  default sampling parameters) never changes the sampled distribution. Candidates go as
+  ``structured_outputs: {"choice": [...]}`` (vLLM >= 0.10.2; ``choice_field="guided_choice"`` for
+  0.10.x servers -- vLLM 0.12 removed ``guided_choice`` and ignores it with HTTP 200, so a reply
+  that is not one of the candidates is an :class:`HTTPError`, never a silently unconstrained sample).
+* Needed server flags: ``--logprobs-mode processed_logprobs`` (otherwise the
+  returned log-probs are those of the raw logits, before temperature, and do not match
+  the trainer's recomputation at T != 1), ``--api-key TOKEN`` and, for LoRA refresh,
+  ``--enable-lora --max-lora-rank R`` with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` in its
+  environment.
+* Weight refresh (``weight_sync``): ``"lora"`` -- ``POST /v1/load_lora_adapter {lora_name:
+  "<lora_prefix>-v<version>", lora_path}``, route that endpoint's requests to the new name, then
+  ``POST /v1/unload_lora_adapter`` for the previous one (vLLM refuses to load a name twice, so each
+  version gets its own); ``"restart"`` -- a rolling restart: ``restart(index, base_url, path)``
+  (e.g. :func:`command_restarter`) restarts that one worker from the new checkpoint directory and
+  :class:`HTTPEngine` waits for ``GET /health`` before routing to it again (DART's per-worker sync).
+* Not available from stock vLLM: ``entropy`` (None) and ``policy_version`` in the reply (the
+  engine records the version it last loaded into that endpoint, and checks the reply's ``model``
+  is the adapter it asked for). Prompts with images are refused with a clear error: vLLM's
+  completions endpoint takes token ids but no images and its chat endpoint takes images but no
+  token ids, so token-in/token-out multimodal rollouts need ``guigym serve`` (or text-only
+  prompts). Under constrained decoding vLLM may sample a non-canonical tokenisation of a
+  candidate (its grammar works on bytes); pass ``tokenizer`` to have such replies rejected
+  (the trainer's candidate trie would give them probability 0).
 """
 from __future__ import annotations
 
@@ -33,7 +66,7 @@ import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -249,6 +282,94 @@ class HTTPError(RuntimeError):
     """An endpoint answered with an error status or could not be reached (message names it)."""
 
 
+API_KINDS = ("guigym", "vllm")
+WEIGHT_SYNCS = ("admin", "lora", "restart")
+TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids spelling of a token
+
+
+def vllm_completion_body(req: GenRequest, model: str, choice_field: str = "structured_outputs",
+                         stop_token_ids: Optional[Sequence[int]] = None) -> dict[str, Any]:
+    """The ``POST /v1/completions`` body stock vLLM accepts for ``req`` (text-only token-id prompt).
+
+    Every sampling knob is explicit (vLLM otherwise takes defaults from the checkpoint's
+    ``generation_config.json``): temperature/top_p from the request, top_k -1, min_p 0,
+    repetition_penalty 1. ``logprobs: 0`` returns the sampled token's log-prob and no
+    alternatives; ``return_tokens_as_token_ids`` makes each returned token ``"token_id:<id>"``."""
+    if req.images:
+        raise HTTPError("api='vllm': a prompt with images cannot be sent as token ids to stock vLLM (its "
+                        "completions endpoint takes no images, its chat endpoint no token ids); use guigym "
+                        "serve or a text-only prompt (rollout.history_images: 0)")
+    if choice_field not in ("structured_outputs", "guided_choice"):
+        raise ValueError(f"choice_field must be 'structured_outputs' or 'guided_choice', got {choice_field!r}")
+    body: dict[str, Any] = {
+        "model": model, "prompt": [int(t) for t in req.prompt_ids], "max_tokens": int(req.max_new_tokens),
+        "temperature": float(req.temperature), "top_p": float(getattr(req, "top_p", 1.0) or 1.0),
+        "top_k": int(getattr(req, "top_k", 0) or -1), "min_p": 0.0, "repetition_penalty": 1.0,
+        "seed": int(req.seed), "logprobs": 0, "return_tokens_as_token_ids": True, "n": 1, "stream": False,
+    }
+    if stop_token_ids:
+        body["stop_token_ids"] = [int(t) for t in stop_token_ids]
+    if req.candidates is not None:
+        choices = list(req.candidates)
+        body[choice_field] = {"choice": choices} if choice_field == "structured_outputs" else choices
+    return body
+
+
+def parse_vllm_completion(reply: Any) -> tuple[list[int], list[float], str, str]:
+    """``(response_ids, logprobs, text, finish_reason)`` of the first choice of a vLLM completions
+    reply whose ``choices[0].logprobs`` is ``{tokens: ["token_id:<id>", ...], token_logprobs:
+    [float, ...], ...}`` (OpenAI's legacy completions log-prob shape). Raises :class:`HTTPError`
+    naming the field when the reply is not of that shape (e.g. a server that ignored
+    ``return_tokens_as_token_ids``). When the server also returns ``token_ids`` (vLLM's
+    ``return_token_ids``), they must agree."""
+    try:
+        choice = reply["choices"][0]
+        lp = choice["logprobs"]
+        tokens, values = lp["tokens"], lp["token_logprobs"]
+        if not isinstance(tokens, list) or not isinstance(values, list):
+            raise TypeError("logprobs.tokens and logprobs.token_logprobs must be lists")
+    except (KeyError, IndexError, TypeError) as exc:
+        raise HTTPError(f"vLLM reply lacks choices[0].logprobs.tokens/token_logprobs ({exc!r}); "
+                        f"send logprobs=0") from None
+    if len(tokens) != len(values):
+        raise HTTPError(f"vLLM reply: {len(tokens)} logprobs.tokens but {len(values)} token_logprobs")
+    ids: list[int] = []
+    for i, tok in enumerate(tokens):
+        if not (isinstance(tok, str) and tok.startswith(TOKEN_ID_PREFIX) and tok[len(TOKEN_ID_PREFIX):].isdigit()):
+            raise HTTPError(f"vLLM reply: logprobs.tokens[{i}] = {tok!r} is not 'token_id:<int>'; the server "
+                            f"ignored return_tokens_as_token_ids (vLLM >= 0.5 needed)")
+        ids.append(int(tok[len(TOKEN_ID_PREFIX):]))
+    lps: list[float] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise HTTPError(f"vLLM reply: logprobs.token_logprobs[{i}] = {v!r} is not a number")
+        lps.append(float(v))
+    if choice.get("token_ids") is not None and [int(t) for t in choice["token_ids"]] != ids:
+        raise HTTPError("vLLM reply: choices[0].token_ids disagree with logprobs.tokens")
+    return ids, lps, str(choice.get("text") or ""), str(choice.get("finish_reason") or "stop")
+
+
+def command_restarter(argv: Sequence[str], timeout_s: float = 600.0) -> Callable[[int, str, str], None]:
+    """A ``restart`` hook for ``weight_sync="restart"`` that runs an operator-configured command
+    (no shell) with ``{index}``, ``{url}`` and ``{path}`` filled in, e.g.
+    ``["systemctl", "restart", "vllm@{index}"]`` or a script that stops worker ``index`` and starts
+    ``vllm serve {path} ...`` again. A non-zero exit raises."""
+    import subprocess
+
+    template = [str(a) for a in argv]
+    if not template:
+        raise ValueError("command_restarter needs a command")
+
+    def restart(index: int, url: str, path: str) -> None:
+        cmd = [a.format(index=index, url=url, path=path) for a in template]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise HTTPError(f"restart of endpoint {index} ({url}) failed: {cmd!r} exited {done.returncode}: "
+                            f"{done.stderr.strip()[-500:]}")
+
+    return restart
+
+
 @dataclass
 class _Endpoint:
     base: str  # ".../v1"
@@ -258,26 +379,63 @@ class _Endpoint:
     busy_s: float = 0.0
     busy_since: Optional[float] = None
     version: int = 0
+    model: str = "policy"  # the model name requests name (a LoRA adapter under weight_sync="lora")
 
 
 class HTTPEngine:
     """Least-loaded routing over OpenAI-compatible endpoints (``urls``: base URLs such as
     ``http://127.0.0.1:8000/v1``; ``/v1`` is appended when missing), bearer ``token``.
 
+    Args:
+        api: ``"guigym"`` (``guigym serve``'s token-level chat extensions) or ``"vllm"`` (stock
+            ``vllm serve``: ``/v1/completions`` with token-id prompts; see the module docstring).
+        weight_sync: how :meth:`update_weights` refreshes an endpoint: ``"admin"`` (``guigym
+            serve``'s ``/v1/admin/reload``; default for api=guigym), ``"lora"`` (vLLM's runtime LoRA
+            endpoints; default for api=vllm) or ``"restart"`` (``restart(index, base_url, path)``,
+            then wait for ``GET /health``).
+        model: the served model name (api=vllm: the name ``vllm serve`` registered, i.e. its model
+            path or ``--served-model-name``). lora_prefix: adapter names are ``<prefix>-v<version>``.
+        choice_field: ``"structured_outputs"`` (vLLM >= 0.10.2) or ``"guided_choice"`` (vLLM < 0.12).
+        stop_token_ids: sent to vLLM as ``stop_token_ids`` (e.g. the chat end token, if the
+            checkpoint's generation_config does not already stop there).
+        tokenizer: optional; with it, constrained replies from vLLM must be the canonical
+            tokenisation of a candidate (+ end token), else :class:`HTTPError`.
+
     Stats: per endpoint ``requests``, ``busy_s`` (time with at least one request in flight) and
     ``utilisation``; ``refreshes`` (endpoint reloads done).
     """
 
     def __init__(self, urls: Sequence[str], token: str, timeout_s: float = 120.0, max_concurrency: int = 64,
-                 model: str = "policy", version: int = 0) -> None:
+                 model: str = "policy", version: int = 0, api: str = "guigym", weight_sync: Optional[str] = None,
+                 lora_prefix: str = "guigym-policy", choice_field: str = "structured_outputs",
+                 stop_token_ids: Optional[Sequence[int]] = None, tokenizer: Any = None,
+                 restart: Optional[Callable[[int, str, str], None]] = None, health_timeout_s: float = 900.0) -> None:
         if not urls:
             raise ValueError("HTTPEngine needs at least one URL")
         if not token:
             raise ValueError("HTTPEngine needs the servers' bearer token")
-        self.endpoints = [_Endpoint(self._base(u), version=int(version)) for u in urls]
+        if api not in API_KINDS:
+            raise ValueError(f"api must be one of {API_KINDS}, got {api!r}")
+        weight_sync = weight_sync or ("admin" if api == "guigym" else "lora")
+        if weight_sync not in WEIGHT_SYNCS:
+            raise ValueError(f"weight_sync must be one of {WEIGHT_SYNCS}, got {weight_sync!r}")
+        if weight_sync == "restart" and restart is None:
+            raise ValueError("weight_sync='restart' needs restart(index, base_url, path), "
+                             "e.g. command_restarter([...])")
+        if choice_field not in ("structured_outputs", "guided_choice"):
+            raise ValueError(f"choice_field must be 'structured_outputs' or 'guided_choice', got {choice_field!r}")
+        self.endpoints = [_Endpoint(self._base(u), version=int(version), model=model) for u in urls]
         self.token = token
         self.timeout_s = float(timeout_s)
         self.model = model
+        self.api = api
+        self.weight_sync = weight_sync
+        self.lora_prefix = lora_prefix
+        self.choice_field = choice_field
+        self.stop_token_ids = list(stop_token_ids) if stop_token_ids else None
+        self.tokenizer = tokenizer
+        self.restart = restart
+        self.health_timeout_s = float(health_timeout_s)
         self.version = int(version)
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="guigym-http-engine")
@@ -295,6 +453,11 @@ class HTTPEngine:
     # ---- routing -----------------------------------------------------------------------------------
     def _acquire(self) -> _Endpoint:
         """The non-draining endpoint with the fewest requests in flight (ties: round robin)."""
+        return self._acquire_serving()[0]
+
+    def _acquire_serving(self) -> tuple[_Endpoint, str, int]:
+        """:meth:`_acquire` plus the model name and version that endpoint serves at this moment
+        (read under the lock: a refresh changes them only while the endpoint is drained)."""
         with self._cond:
             while True:
                 open_ = [e for e in self.endpoints if not e.draining]
@@ -307,7 +470,7 @@ class HTTPEngine:
                         ep.busy_since = time.monotonic()
                     ep.inflight += 1
                     ep.requests += 1
-                    return ep
+                    return ep, ep.model, ep.version
                 self._cond.wait()
 
     def _release(self, ep: _Endpoint) -> None:
@@ -326,20 +489,31 @@ class HTTPEngine:
         """Same as one :meth:`submit` per request (the servers batch concurrent requests)."""
         return [self.submit(r) for r in reqs]
 
-    def _post(self, url: str, body: Optional[dict[str, Any]]) -> dict[str, Any]:
+    def _request(self, url: str, body: Optional[dict[str, Any]], method: Optional[str] = None,
+                 timeout_s: Optional[float] = None) -> Any:
+        """JSON reply of ``url`` (vLLM's LoRA endpoints answer plain text: returned as a str)."""
         data = json.dumps(body).encode() if body is not None else None
-        http = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                               "Authorization": f"Bearer {self.token}"})
+        http = urllib.request.Request(url, data=data, method=method, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(http, timeout=self.timeout_s) as resp:
-                return json.loads(resp.read())
+            with urllib.request.urlopen(http, timeout=timeout_s or self.timeout_s) as resp:
+                raw = resp.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode("utf-8", "replace")
             raise HTTPError(f"{url}: HTTP {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise HTTPError(f"{url}: {exc}") from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+
+    def _post(self, url: str, body: Optional[dict[str, Any]]) -> Any:
+        return self._request(url, body)
 
     def _call(self, req: GenRequest) -> GenResult:
+        if self.api == "vllm":
+            return self._call_vllm(req)
         from guigym.agents.openai_agent import png_data_uri
 
         parts = [{"type": "image_url", "image_url": {"url": png_data_uri(np.asarray(im))}} for im in req.images]
@@ -350,7 +524,7 @@ class HTTPEngine:
         }
         if req.candidates is not None:
             body["guided_choice"] = list(req.candidates)
-        ep = self._acquire()
+        ep, _, version = self._acquire_serving()
         try:
             reply = self._post(ep.base + "/chat/completions", body)
         finally:
@@ -360,19 +534,52 @@ class HTTPEngine:
             lps = [float(c["logprob"]) for c in choice["logprobs"]["content"]]
             return GenResult(response_ids=[int(t) for t in choice["token_ids"]], logprobs=lps,
                              text=choice["message"]["content"] or "", entropy=choice.get("entropy"),
-                             policy_version=int(reply.get("policy_version", ep.version)),
+                             policy_version=int(reply.get("policy_version", version)),
                              finish_reason=choice.get("finish_reason", "stop"), endpoint=ep.base)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise HTTPError(f"{ep.base}: reply lacks token ids/logprobs ({exc!r}); the server must support "
                             f"prompt_token_ids and return_token_ids") from None
 
+    def _call_vllm(self, req: GenRequest) -> GenResult:
+        ep, model, version = self._acquire_serving()
+        try:
+            body = vllm_completion_body(req, model, self.choice_field, self.stop_token_ids)
+            reply = self._post(ep.base + "/completions", body)
+        finally:
+            self._release(ep)
+        if not isinstance(reply, dict):
+            raise HTTPError(f"{ep.base}/completions: expected a JSON object, got {str(reply)[:200]!r}")
+        if reply.get("model") not in (None, model):
+            raise HTTPError(f"{ep.base}/completions answered with model {reply.get('model')!r}, asked for {model!r}")
+        ids, lps, text, finish = parse_vllm_completion(reply)
+        if req.candidates is not None and finish == "stop":
+            if text not in req.candidates:  # e.g. a server that ignored the constraint field (fails open)
+                raise HTTPError(f"{ep.base}: constrained reply {text[:200]!r} is not one of the {len(req.candidates)} "
+                                f"candidates; does this vLLM accept {self.choice_field!r}? (see choice_field)")
+            if self.tokenizer is not None:
+                self._check_canonical(ids, req.candidates, ep.base)
+        return GenResult(response_ids=ids, logprobs=lps, text=text, entropy=None, policy_version=version,
+                         finish_reason=finish, endpoint=ep.base)
+
+    def _check_canonical(self, ids: list[int], candidates: Sequence[str], where: str) -> None:
+        from guigym.train.rollout.constrain import CandidateConstraint
+
+        con = CandidateConstraint(self.tokenizer, list(candidates), self.stop_token_ids)
+        body = ids[:-1] if ids and ids[-1] in con.end_ids else ids
+        if body not in con.sequences:
+            raise HTTPError(f"{where}: constrained reply {ids} is not the canonical tokenisation of a candidate; the "
+                            f"trainer's candidate trie gives it probability 0 (vLLM's choice grammar works on bytes)")
+
+    # ---- weight refresh ----------------------------------------------------------------------------
     def update_weights(self, version: int, path: Union[str, Path, None] = None,
                        drain_timeout_s: float = 300.0) -> None:
         """Refresh endpoints one at a time: stop routing to it, wait for its in-flight requests,
-        ``POST /v1/admin/reload {path, version}``, route to it again. The others keep serving."""
+        refresh it (``weight_sync``: admin reload, LoRA load/unload, or restart + health wait),
+        route to it again. The others keep serving. ``path``: the checkpoint directory as the
+        servers see it (a PEFT adapter directory for ``"lora"``)."""
         if path is None:
             raise ValueError("HTTPEngine.update_weights needs the path of the new checkpoint (as the servers see it)")
-        for ep in self.endpoints:
+        for index, ep in enumerate(self.endpoints):
             with self._cond:
                 ep.draining = True
                 end = time.monotonic() + drain_timeout_s
@@ -382,14 +589,47 @@ class HTTPEngine:
                         self._cond.notify_all()
                         raise TimeoutError(f"{ep.base} still has {ep.inflight} requests after {drain_timeout_s} s")
             try:
-                reply = self._post(ep.base + "/admin/reload", {"path": str(path), "version": int(version)})
-                ep.version = int(reply.get("version", version))
+                if self.weight_sync == "admin":
+                    reply = self._post(ep.base + "/admin/reload", {"path": str(path), "version": int(version)})
+                    ep.version = int(reply.get("version", version)) if isinstance(reply, dict) else int(version)
+                elif self.weight_sync == "lora":
+                    self._refresh_lora(ep, int(version), str(path))
+                else:
+                    self._refresh_restart(index, ep, int(version), str(path))
                 self.refreshes.append((ep.base, ep.version))
             finally:
                 with self._cond:
                     ep.draining = False
                     self._cond.notify_all()
         self.version = int(version)
+
+    def _refresh_lora(self, ep: _Endpoint, version: int, path: str) -> None:
+        name = f"{self.lora_prefix}-v{version}"
+        old = ep.model
+        if name != old:
+            self._post(ep.base + "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+        ep.model, ep.version = name, version
+        if old != name and old.startswith(self.lora_prefix + "-v"):
+            try:  # a failed unload leaves an unused adapter loaded; the new one already serves
+                self._post(ep.base + "/unload_lora_adapter", {"lora_name": old})
+            except HTTPError:
+                pass
+
+    def _refresh_restart(self, index: int, ep: _Endpoint, version: int, path: str) -> None:
+        self.restart(index, ep.base, path)
+        root = ep.base[: -len("/v1")]
+        end = time.monotonic() + self.health_timeout_s
+        last = ""
+        while True:
+            try:
+                self._request(root + "/health", None, method="GET", timeout_s=10.0)
+                break
+            except HTTPError as exc:
+                last = str(exc)
+            if time.monotonic() > end:
+                raise HTTPError(f"{ep.base}: not healthy {self.health_timeout_s:.0f} s after restart ({last})")
+            time.sleep(1.0)
+        ep.version = version
 
     def stats(self) -> dict[str, Any]:
         now = time.monotonic()

@@ -184,9 +184,10 @@ class PromptBuilder:
             cands += grid_candidates(screen[0], screen[1], self.grid)
         return cands or None
 
-    def episode(self, instruction: str) -> "EpisodePrompts":
-        """Prompt state for one rollout of a task with this instruction."""
-        return EpisodePrompts(self, instruction)
+    def episode(self, instruction: str, guidance: str = "") -> "EpisodePrompts":
+        """Prompt state for one rollout of a task with this instruction; ``guidance`` (a plan or
+        hint from a trainer conditioner) is appended to the instruction in every prompt."""
+        return EpisodePrompts(self, instruction, guidance=guidance)
 
 
 @dataclass
@@ -202,6 +203,7 @@ class EpisodePrompts:
     mask: list[int] = field(default_factory=list)
     images: list[np.ndarray] = field(default_factory=list)  # multiturn: every image in the transcript
     _last_response: bool = False
+    guidance: str = ""  # conditioner text appended to the instruction (BEPA plans, UI-Mem hints)
 
     def prompt(self, obs: dict[str, Any]) -> Prompt:
         b = self.builder
@@ -209,6 +211,8 @@ class EpisodePrompts:
         if shot is not None:
             self.screens.append(np.asarray(shot))
         instruction = str(obs.get("instruction") or self.instruction)
+        if self.guidance:
+            instruction = f"{instruction}\n{self.guidance}"
         h, w = (self.screens[-1].shape[:2] if self.screens else ("", ""))
         values = {"instruction": instruction, "a11y": b.a11y_text(obs), "width": w, "height": h,
                   "history": "\n".join(self.actions[-b.max_history:]) if b.max_history else ""}

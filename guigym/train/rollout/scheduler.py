@@ -92,7 +92,9 @@ class _Job:
     member: int
     task_id: str
     seed: int
+    max_steps: Optional[int] = None
     attempt: int = 0
+    guidance: Any = None  # Guidance of this rollout (trainer conditioners), or None
 
 
 @dataclass
@@ -170,9 +172,18 @@ class RolloutScheduler:
 
     # ---- public ------------------------------------------------------------------------------------
     def collect(self, task_ids: Sequence[str], seeds: Optional[Sequence[int]] = None,
-                n_groups: Optional[int] = None) -> list[Group]:
+                n_groups: Optional[int] = None, *, group_sizes: Optional[Sequence[int]] = None,
+                max_steps: Optional[Sequence[Optional[int]]] = None,
+                guidance: Optional[Callable[[str, int, int], Any]] = None) -> list[Group]:
         """One group of G trajectories per entry of ``task_ids`` (cycled to ``n_groups`` entries
-        when given), with episode seed ``seeds[k]`` (default: drawn from the scheduler's RNG)."""
+        when given), with episode seed ``seeds[k]`` (default: drawn from the scheduler's RNG).
+
+        Per entry (trainer plug-ins, e.g. DART's dynamic rollout count and length):
+        ``group_sizes[k]`` rollouts instead of G; step budget ``max_steps[k]`` (None = the
+        scheduler's). ``guidance(task_id, seed, member)`` may return a
+        :class:`~guigym.train.algorithms.context.Guidance` (``text``, ``level``, ``to_dict()``)
+        whose text joins that rollout's prompt; the trajectory records it
+        (``guidance_level``, ``info["guidance"]``)."""
         tasks = list(task_ids)
         if not tasks:
             raise ValueError("collect needs at least one task id")
@@ -182,11 +193,19 @@ class RolloutScheduler:
             seeds = [int(s) for s in self.rng.integers(0, 2**31 - 1, size=len(tasks))]
         if len(seeds) != len(tasks):
             raise ValueError(f"got {len(seeds)} seeds for {len(tasks)} groups")
+        sizes = [self.group_size] * len(tasks) if group_sizes is None else [int(x) for x in group_sizes]
+        budgets = [None] * len(tasks) if max_steps is None else list(max_steps)
+        if len(sizes) != len(tasks) or len(budgets) != len(tasks) or min(sizes) < 1:
+            raise ValueError(f"group_sizes/max_steps need one entry (sizes >= 1) per group ({len(tasks)})")
         self._collections += 1
         groups = [Group(group_id=uuid.uuid4().hex, task_id=t) for t in tasks]
         # member-major order: consecutive jobs belong to different groups, so a lockstep batch
         # mixes tasks (as a batch of a real task mix does) and every group fills up at a similar pace
-        jobs = [_Job(g, m, t, int(s)) for m in range(self.group_size) for g, (t, s) in enumerate(zip(tasks, seeds))]
+        jobs = [_Job(g, m, t, int(s), budgets[g] if budgets[g] is not None else self._budget(t))
+                for m in range(max(sizes)) for g, (t, s) in enumerate(zip(tasks, seeds)) if m < sizes[g]]
+        if guidance is not None:
+            for job in jobs:
+                job.guidance = guidance(job.task_id, job.seed, job.member)
         done: dict[int, list[Trajectory]] = {g: [] for g in range(len(groups))}
         try:
             self._loop(jobs, groups, done)
@@ -249,7 +268,7 @@ class RolloutScheduler:
             job = pending.popleft()
             if i in idle_since:  # it sat idle while this job was pending
                 stats.env_idle_pending_s += time.monotonic() - idle_since.pop(i)
-            run = _Run(job=job, traj_id=new_traj_id(), started=time.monotonic(), max_steps=self._budget(job.task_id))
+            run = _Run(job=job, traj_id=new_traj_id(), started=time.monotonic(), max_steps=job.max_steps)
             slots[i] = run
             send_reset(i, run)
 
@@ -313,8 +332,11 @@ class RolloutScheduler:
             traj = Trajectory(traj_id=run.traj_id, run_id=self.run_id, task_id=job.task_id, seed=job.seed,
                               group_id=groups[job.group].group_id, steps=run.steps, reward=float(reward),
                               success=bool(success), source="on_policy",
+                              guidance_level=int(job.guidance.level) if job.guidance is not None else 0,
                               info={"member": job.member, "lost_attempts": job.attempt, "terminated": terminated,
                                     "truncated": truncated, "cut_by_scheduler": cut, "mode": self.mode})
+            if job.guidance is not None:
+                traj.info["guidance"] = job.guidance.to_dict()
             done[job.group].append(traj)
             stats.trajectories += 1
             release(i)
@@ -351,7 +373,10 @@ class RolloutScheduler:
             if res.kind == "reset":
                 stats.resets += 1
                 obs, info = res.value
-                run.episode = self.builder.episode(str(info.get("instruction") or obs.get("instruction") or ""))
+                text = str(info.get("instruction") or obs.get("instruction") or "")
+                g = run.job.guidance
+                run.episode = (self.builder.episode(text) if g is None
+                               else self.builder.episode(text, guidance=str(g.text)))
                 if run.max_steps is not None and info.get("max_steps") != run.max_steps:
                     run.env_honours_max_steps = False
                 ask(i, obs)

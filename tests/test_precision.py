@@ -1,0 +1,135 @@
+"""Precision of full fine-tuning: float32 master weights with bf16 autocast keep a 1e-6 AdamW
+update that pure bf16 weights round away; pure-bf16 AdamW is refused with the fix named; and
+``guigym train RECIPE --check`` prints the precision and sharding plan of the 7B recipe."""
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from guigym.core.errors import ConfigError  # noqa: E402
+from guigym.train.config import AlgorithmConfig, LoraConfig, OptimConfig, from_dict  # noqa: E402
+from guigym.train.data.types import Step, Trajectory  # noqa: E402
+from guigym.train.samples import build_stepwise  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL = {"run": {"name": "r", "dir": "/tmp/x"}, "env": {"tasks": ["click-test"]}}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    from guigym.train.policy.tiny import build
+
+    return build(tmp_path_factory.mktemp("prec-models") / "tiny", seed=4)
+
+
+def _policy(tiny, dtype="float32"):
+    from guigym.train.policy.hf_policy import HFPolicy
+
+    return HFPolicy(tiny, dtype=dtype)
+
+
+def _samples(tiny):
+    pol = _policy(tiny)
+    enc = pol.encode_chat([{"role": "user", "content": "Click on the button."}])
+    trajs = []
+    for i, o in enumerate(pol.generate([enc] * 4, max_new_tokens=12, seeds=list(range(4)))):
+        st = Step(prompt_ids=enc.prompt_ids, response_ids=o.response_ids, rollout_logprobs=o.logprobs, policy_version=0)
+        trajs.append(Trajectory(traj_id=f"t{i}", run_id="r", task_id="t", seed=0, group_id="g", steps=[st],
+                                reward=float(i % 2)))
+    return build_stepwise(trajs, {t.traj_id: (1.0 if t.reward else -1.0) for t in trajs})
+
+
+def _decoder_weights(model):
+    return {k: v for k, v in model.named_parameters() if ".layers." in k and k.endswith("proj.weight")}
+
+
+def test_a_1e_6_update_survives_with_fp32_master_weights_and_bf16_autocast(tiny):
+    from guigym.train.learner import Learner
+
+    samples = _samples(tiny)
+    learner = Learner(_policy(tiny), AlgorithmConfig(tis_cap=None), OptimConfig(learning_rate=1e-6, max_grad_norm=None),
+                      mixed_precision="bf16")
+    before = {k: v.detach().clone() for k, v in _decoder_weights(learner.model).items()}
+    # the forward really computes in bf16: a decoder projection sees bf16 inputs
+    q_proj = next(m for n, m in learner.model.named_modules() if n.endswith("layers.0.self_attn.q_proj"))
+    seen = []
+    handle = q_proj.register_forward_hook(lambda mod, args, out: seen.append((args[0].dtype, out.dtype)))
+    try:
+        learner.update(samples)
+    finally:
+        handle.remove()
+    assert seen and all(d == (torch.float32, torch.bfloat16) or d == (torch.bfloat16, torch.bfloat16) for d in seen), seen
+    assert all(out == torch.bfloat16 for _, out in seen)
+    after = _decoder_weights(learner.model)
+    assert all(p.dtype == torch.float32 for p in after.values())  # master weights stay float32
+    w = torch.cat([before[k].flatten() for k in before])
+    delta = torch.cat([(after[k].detach() - before[k]).flatten() for k in before])
+    # AdamW's first step is lr * g / (|g| + eps) ~ 1e-6 in magnitude wherever the gradient is non-zero
+    assert (delta != 0).float().mean() > 0.9, "most decoder weights must move"
+    moved = delta[delta != 0].abs()
+    assert 0.5e-6 < float(moved.median()) < 1.5e-6
+    # contrast -- the refused setup's arithmetic: the same update applied to bf16 weights
+    w16 = w.bfloat16()
+    lost = ((w16 + delta.bfloat16()) == w16) & (delta != 0)
+    assert lost.float().sum() / (delta != 0).float().sum() > 0.9, "in bf16 almost every such update rounds away"
+    assert bool((torch.tensor(0.02, dtype=torch.bfloat16) + torch.tensor(1e-6, dtype=torch.bfloat16))
+                == torch.tensor(0.02, dtype=torch.bfloat16))
+
+
+def test_pure_bf16_adamw_is_refused_and_the_fix_named(tiny):
+    from guigym.train.learner import Learner
+
+    with pytest.raises(ConfigError) as e:
+        from_dict({**MINIMAL, "model": {"dtype": "bfloat16"}})
+    msg = str(e.value)
+    assert "model.dtype" in msg and "model.mixed_precision: bf16" in msg and "model.lora.enabled: true" in msg
+    ok = from_dict({**MINIMAL, "model": {"dtype": "float32", "mixed_precision": "bf16"}})
+    assert ok.model.mixed_precision == "bf16"
+    # the learner refuses too (a programmatic caller never went through the recipe)
+    with pytest.raises(ConfigError, match="model.dtype: the trained parameters are bfloat16"):
+        Learner(_policy(tiny, "bfloat16"), AlgorithmConfig(), OptimConfig())
+    # a frozen bf16 base under LoRA is fine: only the float32 adapters are updated
+    lora = Learner(_policy(tiny, "bfloat16"), AlgorithmConfig(), OptimConfig(), lora=LoraConfig(enabled=True, r=4))
+    trainable = [p for p in lora.model.parameters() if p.requires_grad]
+    assert trainable and all(p.dtype == torch.float32 for p in trainable)
+
+
+def test_check_prints_the_precision_and_sharding_plan_of_the_7b_recipe():
+    from guigym.train.loop import main
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = main([str(ROOT / "recipes" / "grpo_osworld_uitars7b.yaml"), "--check"])
+    text = out.getvalue()
+    assert rc == 0, text
+    plan = text.split("# precision and sharding plan", 1)[1]
+    assert "float32 master weights" in plan and "bf16" in plan
+    # Qwen2.5-VL-7B / UI-TARS-1.5-7B: 8.29 B parameters (its Hugging Face model card)
+    n = int(plan.split(" parameters (", 1)[1].split(")", 1)[0].replace(",", ""))
+    assert 8.25e9 < n < 8.33e9
+    rows = {(int(ln.split()[0]), ln.split()[1]): ln.split() for ln in plan.splitlines() if ln.strip()[:1].isdigit()}
+    gib = 1024 ** 3
+    one, eight = rows[(1, "single")], rows[(8, "fsdp")]
+    # 1 GPU: 4 B params + 4 B grads + 8 B AdamW moments per parameter, float32
+    assert [float(x) for x in one[2:5]] == pytest.approx([4 * n / gib, 4 * n / gib, 8 * n / gib], abs=0.01)
+    # 8 GPUs, FSDP: the same split 8 ways; replicated DDP would keep all of it on every GPU
+    assert [float(x) for x in eight[2:5]] == pytest.approx([n / 2 / gib, n / 2 / gib, n / gib], abs=0.01)
+    assert float(rows[(8, "ddp")][6]) == pytest.approx(16 * n / gib, abs=0.01)
+    # pure bf16 AdamW is refused by --check itself
+    with redirect_stdout(io.StringIO()):
+        assert main([str(ROOT / "recipes" / "grpo_osworld_uitars7b.yaml"), "--check",
+                     "--set", "model.dtype=bfloat16", "--set", "model.mixed_precision=no"]) == 2
