@@ -26,12 +26,8 @@ MINIMAL = {"run": {"name": "r", "dir": "/tmp/x"}, "env": {"tasks": ["click-test"
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """One intra-op thread: on a 2-core box shared with other work, two threads are ~10x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _one_torch_thread(one_torch_thread):
+    """One intra-op torch thread for this module (tests/conftest.py says why)."""
 
 
 # ---- config -----------------------------------------------------------------------------------

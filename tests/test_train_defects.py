@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from train_helpers import PROMPTS, Tokens, recipe, store_iteration, trainer  # noqa: E402
+from train_helpers import PROMPTS, Tokens, recipe, store_iteration, tiny, tokens, trainer  # noqa: E402,F401 - fixtures
 
 from guigym.train.algorithms.registry import GROUP_BUILDERS, REWARD_SHAPERS, TASK_SAMPLERS  # noqa: E402
 from guigym.train.config import AlgorithmConfig, OptimConfig, describe  # noqa: E402
@@ -21,25 +21,8 @@ from guigym.train.samples import Sample, Segment, build_stepwise  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from guigym.train.policy.tiny import build
-
-    return build(tmp_path_factory.mktemp("models") / "tiny", seed=0)
-
-
-@pytest.fixture(scope="module")
-def tokens(tiny):
-    from guigym.train.policy.hf_policy import HFPolicy
-
-    return Tokens(HFPolicy(tiny))
+def _one_torch_thread(one_torch_thread):
+    """One intra-op torch thread for this module (tests/conftest.py says why)."""
 
 
 def _register(registry, name, factory):

@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
+import pytest
+
 from guigym.train.config import from_dict
 from guigym.train.data.types import Step, Trajectory
 
@@ -72,3 +74,19 @@ def store_iteration(t: Any, tokens: Tokens, iteration: int, spec: list[tuple[str
     trajs = [tokens.traj(task, group, n, r, iteration, run_id=t.run_id) for task, group, n, r in spec]
     t.store.add_trajectories(t.run_id, trajs)
     return trajs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: Any) -> Path:
+    """A tiny Qwen2.5-VL built from a config with random weights (seed 0), saved and reloaded
+    through ``from_pretrained`` (the fixture for modules that import it from here)."""
+    from guigym.train.policy.tiny import build
+
+    return build(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="module")
+def tokens(tiny: Path) -> Tokens:
+    from guigym.train.policy.hf_policy import HFPolicy
+
+    return Tokens(HFPolicy(tiny))
