@@ -8,8 +8,8 @@ refused: the server fetches nothing). Every request needs ``Authorization: Beare
 401). With ``"logprobs": true`` the choice carries ``logprobs.content`` ([{token, logprob}]);
 with ``logprobs`` or ``"return_token_ids": true`` it also carries ``prompt_token_ids`` and
 ``token_ids``, as vLLM's ``return_token_ids`` extension does. ``seed`` makes a reply
-reproducible; log-probs are those of :mod:`guigym.train.policy.hf_policy` (temperature-1
-distribution with vision tokens masked), so they match ``HFPolicy.logprobs_of``.
+reproducible; log-probs are those of :mod:`guigym.train.policy.hf_policy` (the request's
+temperature-T distribution with vision tokens masked), so they match ``HFPolicy.logprobs_of``.
 
 Failing closed (:mod:`guigym.envs.desktop.server.httpguard`, shared with the in-desktop server):
 the token is checked before any body byte is read (401, connection closed); bodies need a

@@ -132,4 +132,4 @@ class HFVLMAgent(_ModelAgentBase):
 
     def logprobs_of(self, prompt_ids: list[int], response_ids: list[int], images: list[np.ndarray]) -> list[float]:
         """Teacher-forced log-probs of ``response_ids`` (the trainer's function)."""
-        return self.policy.logprobs_of(prompt_ids, response_ids, images)
+        return self.policy.logprobs_of(prompt_ids, response_ids, images, temperature=self.temperature)

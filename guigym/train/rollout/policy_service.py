@@ -88,7 +88,7 @@ class GenRequest:
 @dataclass
 class GenResult:
     """``response_ids`` (R,) incl. the stop token when one was produced; ``logprobs`` (R,)
-    log-prob of each sampled token under the engine's (masked, temperature-1) distribution;
+    log-prob of each sampled token under the engine's (masked, temperature-T) distribution;
     ``entropy`` mean per-token entropy (nats); ``policy_version`` of the weights that sampled it."""
 
     response_ids: list[int]
