@@ -1,7 +1,7 @@
 """The training loop on real MiniWoB tasks in Chromium with a fresh tiny model (CPU):
-kill -9 mid-run then resume, and two short learning tests on held-out seeds: click-test-2 (a
-fixed two-way choice: the pipeline learns a bandit) and focus-text-2 (the correct textbox is the
-one the instruction's ordinal names: the policy must condition on the instruction)."""
+kill -9 mid-run then resume, and a short learning test on held-out seeds of click-test-2 (a
+fixed two-way choice: it shows the pipeline learns a bandit, not instruction following; see
+docs/benchmarks.md, "Learning proof")."""
 from __future__ import annotations
 
 import os
@@ -22,8 +22,6 @@ from guigym.train.loop import two_proportion_z  # noqa: E402
 from guigym.train.metrics_log import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-#: training iterations of the focus-text-2 learning test (4 x 4 groups x G=8 = 128 episodes)
-ITER_FT2 = 4
 
 
 def _recipe(tmp_path: Path, **over) -> dict:
@@ -102,8 +100,8 @@ def test_training_raises_success_rate_on_held_out_seeds(tmp_path):
     """LEARNING TEST, bandit (~1-2 min): a freshly built random tiny model trained with GRPO for 4
     iterations on click-test-2 must have a higher success rate on 60 held-out seeds after than
     before. The prompt is the same for every seed (instruction 'Click button ONE.', ids in DOM
-    order), so this shows the loop learns a fixed two-way choice, not instruction following (that
-    is the next test and docs/benchmarks.md). Effect when written: ~0.5 -> ~1.0."""
+    order), so this shows the loop learns a fixed two-way choice, not instruction following (no
+    CI-sized run has shown that yet: docs/benchmarks.md). Effect when written: ~0.5 -> ~1.0."""
     from guigym.train.config import from_dict
     from guigym.train.loop import run
 
@@ -115,51 +113,3 @@ def test_training_raises_success_rate_on_held_out_seeds(tmp_path):
     assert 0.2 < before["success_rate"] < 0.8, before  # the untrained policy is near chance
     assert after["success_rate"] >= before["success_rate"] + 0.25, (before, after)
     assert out["z_test"]["p_one_sided"] < 0.01
-
-
-def _instruction_ordinal(seeds: list[int]) -> list[int]:
-    """focus-text-2's wanted textbox index (0, 1, 2) per seed, read off the page's instruction."""
-    import re
-
-    import gymnasium as gym
-
-    import guigym  # noqa: F401 - registers MiniWoB-v0
-
-    env = gym.make("MiniWoB-v0", task="focus-text-2")
-    try:
-        out = []
-        for s in seeds:
-            _, info = env.reset(seed=s)
-            out.append({"1st": 0, "2nd": 1, "3rd": 2}[re.search(r"the (\d\w\w) input", info["instruction"]).group(1)])
-        return out
-    finally:
-        env.close()
-
-
-def test_training_learns_to_follow_the_instruction_on_focus_text_2(tmp_path):
-    """LEARNING TEST, instruction-dependent (the slowest test here): focus-text-2 shows three empty
-    textboxes [1] [2] [3] and asks 'Focus into the <1st|2nd|3rd> input textbox.'; clicking another
-    one fails. The prompt of recipes/grpo_miniwob_instruct.yaml puts the instruction last. A
-    random tiny model trained with GRPO must (a) succeed more often on 60 held-out seeds after
-    than before (one-sided p < 0.01) and (b) beat every policy that ignores the instruction: a
-    constant choice of textbox k is right exactly on the seeds whose ordinal is k, at most
-    ``best_constant`` of them. Three prompts only: a small contextual bandit, the strongest
-    instruction-dependent direction a CI-sized run shows; docs/benchmarks.md has the
-    open-vocabulary proof and why it does not fit a CI budget."""
-    from guigym.train.config import from_dict
-    from guigym.train.loop import run
-
-    seeds = {"start": 1_000_000, "count": 60}
-    cfg = yaml.safe_load((ROOT / "recipes" / "grpo_miniwob_instruct.yaml").read_text())
-    cfg["run"].update(name="t", dir=str(tmp_path / "run"), iterations=ITER_FT2, keep_checkpoints=1,
-                      checkpoint_every=ITER_FT2)
-    cfg["env"].update(tasks=["focus-text-2"], num_envs=2, call_timeout_s=600)
-    cfg["rollout"].update(num_generations=8, groups_per_iteration=4)
-    cfg["eval"].update(enabled=True, seeds=seeds)
-    out = run(from_dict(cfg), log=lambda m: None)
-    before, after = out["before"], out["after"]
-    assert before["episodes"] == after["episodes"] == 60
-    assert out["z_test"]["p_one_sided"] < 0.01, (before, after)
-    wanted = Counter(_instruction_ordinal(list(range(seeds["start"], seeds["start"] + seeds["count"]))))
-    best_constant = max(wanted.values()) / 60
-    assert after["success_rate"] >= best_constant + 0.15, (after, wanted)
