@@ -271,13 +271,13 @@ def test_make_vec_runs_two_desktops_side_by_side_without_interfering():
 
 def test_an_agent_typing_rm_rf_of_a_host_path_leaves_the_host_file_intact_and_the_server_wants_its_token():
     need_desktop()
-    if not os.access("/opt", os.W_OK):
-        pytest.skip("needs a writable /opt on the host to place a canary file the sandbox can see")
+    if not os.access("/var/lib", os.W_OK):
+        pytest.skip("needs a writable /var/lib on the host to place a canary file the sandbox can see")
     from guigym.envs.desktop.providers.local import unix_http_get
 
     # a host file the sandbox can see (its /tmp, /var/tmp and HOME are private, so a file there
-    # would prove nothing): /opt is part of the read-only host file system
-    canary_dir = Path("/opt") / f"guigym-canary-{os.getpid()}"
+    # would prove nothing): /var/lib is one of the system directories the agent zone sees read-only
+    canary_dir = Path("/var/lib") / f"guigym-canary-{os.getpid()}"
     canary_dir.mkdir(exist_ok=True)
     canary = canary_dir / "keep.txt"
     canary.write_text("host data")

@@ -414,8 +414,9 @@ class LocalProvider(Provider):
                 tmp_keep.append(Path(prefix).relative_to("/tmp").parts[0])  # never emptied by reset
         cfg["tmp_keep"] = sorted(set(tmp_keep))
         bwrap = find_bwrap() or "bwrap"
-        cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds
-                                                  if _under(Path(inside), "/tmp") or _under(Path(inside), "/run")])
+        # the agent zone sees only the system directories, so every extra bind (the interpreter
+        # behind `python`, a dataset cache) is bound again for it
+        cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds])
         _write_private(run / "config.json", json.dumps(cfg, indent=1))
         aliases: list[Path] = []
         if self._run_as is not None:

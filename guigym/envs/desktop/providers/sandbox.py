@@ -140,22 +140,46 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
     return argv
 
 
+#: Top-level directories the agent zone sees (read-only): the system, never the rest of the
+#: host file system. Anything else readable on the host (another guigym checkout under /work, a
+#: user's files under /home or /srv, /mnt, /media) could hold task files and their answers, and
+#: hiding paths one by one misses copies nobody listed (found by the adversarial check). /opt is
+#: left out too: it is where people unpack checkouts and tools.
+ZONE_SYSTEM_ROOTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var", "sys")
+
+
+def system_root_args(root: str = "/") -> list[str]:
+    """bwrap options that show the agent zone only :data:`ZONE_SYSTEM_ROOTS` of ``root``: a
+    symlink (merged-/usr ``/bin -> usr/bin``) as the same symlink, a directory as a read-only
+    bind (recursive, so the infra's own binds inside, e.g. ``/etc/passwd``, come along)."""
+    args: list[str] = []
+    for name in ZONE_SYSTEM_ROOTS:
+        path = os.path.join(root, name)
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, f"/{name}"]
+    return args
+
+
 def zone_argv_head(bwrap: str = "bwrap", rebinds: Sequence[str] = ()) -> list[str]:
     """The agent zone's ``bwrap`` options (paths as the INFRA zone sees them).
 
     The init appends ``--info-fd``, the environment and the command at every reset. The zone gets
     new user and PID namespaces (so SIGKILL of its pid 1 ends every process an agent started, and
-    it sees no infra process), a mount view of the infra's minus ``/run`` (token, sockets, config,
+    it sees no infra process), a mount view of the infra's system directories only
+    (:data:`ZONE_SYSTEM_ROOTS`) minus ``/run`` (token, sockets, config,
     logs, the server package) and minus the infra's ``/tmp``; it keeps the network, IPC and UTS
     namespaces (X, loopback, MIT-SHM work). ``/dev`` is the infra's (a second ``--dev`` would make
     bwrap add a user namespace that ``nsenter`` could not enter with the caps it needs), with a
     private ``/dev/shm``. Sockets of the infra the agent must reach are bound read-only, so it can
     connect to them but never replace them: the X socket dir (when Xvfb made one; it usually listens on an abstract socket only) and the AT-SPI bus. ``rebinds``: infra
-    paths under ``/tmp`` or ``/run`` that must stay visible (an interpreter living there).
+    paths outside the system directories that must stay visible (the interpreter behind
+    ``python``, extra read-only binds).
     """
     argv = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--unshare-pid", "--as-pid-1", "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/",
+            *system_root_args(),
             "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
             "--tmpfs", "/run", "--tmpfs", "/var/tmp",
             "--bind", SANDBOX_HOME, SANDBOX_HOME,
