@@ -11,7 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from train_helpers import PROMPTS, Tokens, recipe, store_iteration, tiny, tokens, trainer  # noqa: E402,F401 - fixtures
+from train_helpers import (PROMPTS, Tokens, recipe, store_iteration,  # noqa: E402
+                           tiny, tokens, trainer)  # noqa: E402,F401 - tiny/tokens are fixtures
+from train_helpers import capture_updates as capture  # noqa: E402
 
 from guigym.core.errors import ConfigError  # noqa: E402
 from guigym.train.algorithms import compose  # noqa: E402
@@ -37,18 +39,6 @@ def register(registry, name):
             registry.register(name)(factory)
         return factory
     return deco
-
-
-def capture(t):
-    seen = []
-    real = t.learner.update
-
-    def update(samples):
-        seen.append(list(samples))
-        return real(samples)
-
-    t.learner.update = update
-    return seen
 
 
 # ---- context + composition --------------------------------------------------------------------

@@ -12,7 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from train_helpers import PROMPTS, Tokens, recipe, store_iteration, tiny, tokens, trainer  # noqa: E402,F401 - fixtures
+from train_helpers import (PROMPTS, Tokens, recipe, store_iteration,  # noqa: E402
+                           tiny, tokens, trainer)  # noqa: E402,F401 - tiny/tokens are fixtures
+from train_helpers import capture_updates as _capture_updates  # noqa: E402
 
 from guigym.train.algorithms.registry import GROUP_BUILDERS, REWARD_SHAPERS, TASK_SAMPLERS  # noqa: E402
 from guigym.train.config import AlgorithmConfig, OptimConfig, describe  # noqa: E402
@@ -36,18 +38,6 @@ class ShortestPathBonus:
 
     def __call__(self, group, rewards=None, *, ctx=None):
         return [t.reward + (0.5 / t.length if t.success else 0.0) for t in group.trajectories]
-
-
-def _capture_updates(t):
-    seen = []
-    real = t.learner.update
-
-    def update(samples):
-        seen.append(list(samples))
-        return real(samples)
-
-    t.learner.update = update
-    return seen
 
 
 # ---- zero-variance dropping after shaping --------------------------------------------------------

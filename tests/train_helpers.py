@@ -90,3 +90,16 @@ def tokens(tiny: Path) -> Tokens:
     from guigym.train.policy.hf_policy import HFPolicy
 
     return Tokens(HFPolicy(tiny))
+
+
+def capture_updates(t: Any) -> list[list[Any]]:
+    """Record the samples of every ``t.learner.update`` call (the real update still runs)."""
+    seen: list[list[Any]] = []
+    real = t.learner.update
+
+    def update(samples: Any) -> Any:
+        seen.append(list(samples))
+        return real(samples)
+
+    t.learner.update = update
+    return seen
