@@ -59,7 +59,7 @@ from guigym.envs.desktop.providers.sandbox import (
     ZONE_SUDO_SHA256, ZONE_XAUTHORITY, SandboxSpec, bwrap_argv, bwrap_problem, find_bwrap, zone_argv_head,
 )
 from guigym.envs.desktop.providers.identity import sandbox_identity
-from guigym.envs.desktop.providers.sandbox_init import force_remove  # stdlib-only: safe to import here
+from guigym.envs.desktop.providers.sandbox_init import force_remove, read_to_eof  # stdlib-only: safe to import here
 
 if TYPE_CHECKING:
     from guigym.envs.desktop.client import DesktopClient
@@ -455,7 +455,7 @@ class LocalProvider(Provider):
         _live.add(self)
         _install_exit_hooks()
         try:
-            info = _read_all(rfd, 15.0)
+            info = read_to_eof(rfd, 15.0, "bwrap --info-fd")
             self._ns_init_pid = int(json.loads(info)["child-pid"]) if info else None
         except (ValueError, KeyError, TimeoutError):
             self._ns_init_pid = None
@@ -748,25 +748,6 @@ def _write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
-
-
-def _read_all(fd: int, timeout: float) -> str:
-    import select
-
-    deadline, buf = time.monotonic() + timeout, b""
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("bwrap --info-fd")
-            if not select.select([fd], [], [], left)[0]:
-                continue
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                return buf.decode()
-            buf += chunk
-    finally:
-        os.close(fd)
 
 
 def _under(path: Path, parent: Union[str, Path]) -> bool:

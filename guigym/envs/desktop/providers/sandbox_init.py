@@ -74,6 +74,23 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
+def read_to_eof(fd: int, timeout: float, what: str) -> str:
+    """Everything written to ``fd`` until its writer closes it (bwrap's ``--info-fd``), within
+    ``timeout`` s; closes ``fd``. TimeoutError naming ``what`` when the writer is too slow."""
+    deadline, buf = time.monotonic() + timeout, b""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"{what} did not start in {timeout:.0f} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return buf.decode()
+            buf += chunk
+    finally:
+        os.close(fd)
+
+
 def force_remove(func, path, _exc) -> None:
     """``shutil.rmtree`` onerror: a task may chmod 000 a directory; we own it, so allow it and
     retry (also used by the host side, providers/local.py)."""
@@ -461,7 +478,7 @@ class Init:
         os.close(info_w)
         info: dict = {}
         try:
-            info = json.loads(self.read_all(info_r, "the agent zone", timeout) or "{}")
+            info = json.loads(read_to_eof(info_r, timeout, "the agent zone") or "{}")
             line = self.read_line(os.dup(zone.stdout.fileno()), "the agent zone's D-Bus", timeout)
             if line != "ready":
                 raise RuntimeError(f"the agent zone did not start: {line!r} ({self.log_tail('zone')})")
@@ -474,20 +491,6 @@ class Init:
         finally:
             zone.stdout.close()
         return zone, zone_info
-
-    def read_all(self, fd: int, what: str, timeout: float) -> str:
-        deadline, buf = time.monotonic() + timeout, b""
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise RuntimeError(f"{what} did not start in {timeout:.0f} s")
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    return buf.decode()
-                buf += chunk
-        finally:
-            os.close(fd)
 
     def zone_alive(self) -> bool:
         self.reap()
