@@ -267,3 +267,22 @@ def test_settle_wait_delays_the_observation_and_does_not_count_against_the_call_
         assert term and r == 1.0 and info["success"]
     finally:
         env.close()
+
+
+def test_unicode_labels_reach_the_page_as_written():
+    """MiniWoB's files are UTF-8 with no <meta charset>; served without a charset, Chromium read
+    unicode-test's script as windows-1252 and its buttons said 'Ã–K' instead of 'ÖK'. The labels
+    the page may show are read from the task's own script in the miniwob package."""
+    script = (miniwob_html_dir() / "miniwob" / "unicode-test.html").read_text(encoding="utf-8")
+    labels = set(re.findall(r"'([^']+)'", re.search(r"var buttons = \[(.*?)\];", script).group(1)))
+    assert any(ord(c) > 0x2000 for label in labels for c in label)  # CJK, hearts, katakana
+    env = gym.make("MiniWoB-v0", task="unicode-test")
+    try:
+        for seed in range(4):
+            obs, info = env.reset(seed=seed)
+            asked = re.search(r'"(.+)"', info["instruction"]).group(1)
+            assert asked.lower() in {x.lower() for x in labels}, asked  # the page may change case
+            names = {n.get("name") for n in etree.fromstring(obs["a11y"].encode()).iter("button")}
+            assert asked in names
+    finally:
+        env.close()

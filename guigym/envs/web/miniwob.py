@@ -133,6 +133,15 @@ class LoopbackStaticServer:
                 self.send_error(404, "directory listings are off")
                 return None
 
+            def guess_type(self, path: Any) -> str:
+                # MiniWoB's pages and scripts are UTF-8 without a <meta charset>: without a
+                # charset Chromium decodes them as windows-1252 and unicode-test's labels
+                # ('ÖK', '取消') reach the page as mojibake
+                ctype = super().guess_type(path)
+                if ctype.startswith("text/") or ctype in ("application/javascript", "application/json"):
+                    ctype += "; charset=utf-8"
+                return ctype
+
             def log_message(self, *args: Any) -> None:
                 pass
 
