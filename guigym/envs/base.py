@@ -6,7 +6,8 @@ Subclasses supply the device side through five hooks::
     _observe() -> dict                    observation matching ``observation_space``
     _execute(action) -> None              perform a typed action; raise ActionNotPossible
     _env_ended() -> bool                  the task itself ended the episode (e.g. MiniWoB page)
-    _verify(task, last_action) -> (score, details)   score in [0, 1] and what was compared
+    _verify(task, last_action) -> (score, details)   score in [0, 1] and what was compared;
+                                          score None = unscorable (info["unscorable"])
 
 The base class owns everything else: task sampling, action parsing, the step budget, rewards
 (0 on every step but the last, which carries the verifier's score), ``info`` keys, and the rule
@@ -78,7 +79,7 @@ class GUIEnv(gym.Env):
     def _env_ended(self) -> bool:
         return False
 
-    def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[float, dict[str, Any]]:
+    def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[Optional[float], dict[str, Any]]:
         raise NotImplementedError
 
     def _after_reset(self) -> None:
@@ -194,10 +195,16 @@ class GUIEnv(gym.Env):
             except EnvInfraError:
                 self._broken = True
                 raise
-            if not 0.0 <= score <= 1.0:
-                raise ValueError(f"verifier of task {self.task.id} returned {score}, outside [0, 1]")
-            reward = float(score)
-            info.update(success=bool(details.get("success", score >= 1.0)), score=reward, verifier=details)
+            if score is None:
+                # the verifier could not score this episode (e.g. a fuzzy_match task with no LLM
+                # judge configured): neither a success nor a failure; the reward is 0.0 only
+                # because Gymnasium needs a number, and info says unscorable
+                info.update(success=None, score=None, unscorable=True, verifier=details)
+            else:
+                if not 0.0 <= score <= 1.0:
+                    raise ValueError(f"verifier of task {self.task.id} returned {score}, outside [0, 1]")
+                reward = float(score)
+                info.update(success=bool(details.get("success", score >= 1.0)), score=reward, verifier=details)
         info.update(self._episode_info())
         self.timings.update(step_s=time.perf_counter() - t0, action_s=t1 - t0)
         if self.info_timings:

@@ -17,13 +17,13 @@ import re
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import numpy as np
 from PIL import Image
 
 from guigym.core import actions as A
-from guigym.core.errors import ActionNotPossible, EnvInfraError
+from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError, TaskSpecError
 from guigym.envs.web.browser import BrowserRuntime, PageUnresponsive, is_playwright_error
 from guigym.envs.web.url_policy import UrlPolicy
 
@@ -54,6 +54,8 @@ class WebObservation:
     a11y_reason: Optional[str] = None
     extra: Any = None
     timings: dict[str, float] = field(default_factory=dict)
+    #: what a custom ``a11y_builder`` returned besides the tree (e.g. element boxes)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +72,13 @@ class WebControllerConfig:
     call_timeout_s: float = 10.0  # every single browser call
     load_timeout_s: float = 20.0  # opening a page
     settle_ms: int = 0  # pause after an action before observing (0: next frame only)
+    #: replaces assets/a11y.js as the tree builder: ``async (episode, page, cdp) -> dict`` with
+    #: keys xml (the tree text), nodes, truncated, reason, ms and optional meta (WebArena's
+    #: accessibility tree, envs/web/webarena/observation.py)
+    a11y_builder: Optional[Callable[[Any, Any, Any], Awaitable[dict[str, Any]]]] = None
+    #: resolves an element id to its viewport centre for element actions when ids come from
+    #: ``a11y_builder``: ``async (page, cdp, element_id) -> (x, y)``, raising ActionNotPossible
+    element_center: Optional[Callable[[Any, Any, str], Awaitable[tuple[float, float]]]] = None
 
 
 class _Episode:
@@ -175,9 +184,10 @@ class WebController:
         self._shot_params: dict[str, Any] = {"format": "png"}
 
     # -- episode lifecycle ------------------------------------------------------------------------
-    async def _make_page(self, url: str, policy: UrlPolicy) -> _Episode:
+    async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None) -> _Episode:
         w, h = self.config.window or self.config.viewport
-        ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+        ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1,
+                                                     **(context_options or {}))
         ctx.set_default_timeout(self.config.call_timeout_s * 1000)
         await ctx.add_init_script(_A11Y_JS)
         ep = _Episode(ctx, policy)
@@ -195,7 +205,7 @@ class WebController:
         except Exception:  # noqa: BLE001 - the context may die with a crashed browser
             pass
 
-    def open(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
+    def open(self, url: str, policy: Optional[UrlPolicy] = None, context_options: Optional[dict[str, Any]] = None) -> None:
         """Start a new episode on ``url`` in a fresh browser context.
 
         ``policy``: the URLs this episode may show (default: ``url``'s origin, see
@@ -205,6 +215,9 @@ class WebController:
         which hides context creation (~150 ms on 2 cores) from reset latency; the previous
         episode's context is closed later, in :meth:`prewarm`, so that neither competes with
         this reset.
+
+        ``context_options``: extra Playwright ``new_context`` options (``storage_state``,
+        ``geolocation``, ``permissions``); a prewarmed context is not used then.
         """
         policy = policy or UrlPolicy.for_start_url(url)
         self.runtime.ensure_started()
@@ -222,12 +235,13 @@ class WebController:
             # relaunched by ensure_started() above, is of no use
             stale = made is not None and (made.context.browser is not self.runtime.browser
                                           or made.task_page.is_closed())
-            if made is not None and (next_key != (url, policy) or stale):
+            if made is not None and (next_key != (url, policy) or stale or context_options):
                 if not stale:
                     self._retired.append(made.context)
                 made = None
         if made is None:
-            made = self.runtime.run(self._make_page(url, policy), self.config.load_timeout_s, f"opening {url}")
+            made = self.runtime.run(self._make_page(url, policy, context_options), self.config.load_timeout_s,
+                                    f"opening {url}")
         self._ep = made
 
     def is_open(self, url: str) -> bool:
@@ -253,6 +267,27 @@ class WebController:
             policy = policy or UrlPolicy.for_start_url(url)
             self._next_key = (url, policy)
             self._next = self.runtime.submit(self._make_page(url, policy))
+
+    def discard_retired(self) -> None:
+        """Close the contexts of earlier episodes in the background (for envs that do not prewarm)."""
+        if self.runtime.alive:
+            for ctx in self._retired:
+                self.runtime.submit(self._discard(ctx))
+        self._retired.clear()
+
+    def open_tab(self, url: str) -> None:
+        """Open ``url`` (host-chosen, e.g. a task's second start URL) in a new tab of this episode;
+        the new tab becomes active. A URL the episode's policy refuses raises TaskSpecError: the
+        host opens only URLs of the task's own sites."""
+        refusal = self.episode.policy.refusal(url)
+        if refusal is not None:
+            raise TaskSpecError(f"start URL {url[:200]!r} is refused by the episode's URL policy: {refusal}")
+
+        async def _open() -> None:
+            page = await self.episode.context.new_page()  # adopted (and made active) by the "page" event
+            await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
+
+        self.runtime.run(_open(), self.config.load_timeout_s + self.config.call_timeout_s, f"opening {url}")
 
     def close(self) -> None:
         self._next = None
@@ -336,6 +371,10 @@ class WebController:
         if cdp is None:
             cdp = ep.cdps[page] = await ep.context.new_cdp_session(page)
         t0 = time.perf_counter()
+        if self.config.a11y_builder is not None:
+            if extra_expr is not None:
+                raise ConfigError("extra_expr is not evaluated when a11y_builder replaces a11y.js")
+            return await self._observe_built(page, cdp, t0)
         opts = {"nodeCap": self.config.a11y_node_cap, "timeCapMs": self.config.a11y_time_cap_ms,
                 "skipIds": list(self.config.a11y_skip_ids)}
         own_extra = page is ep.task_page
@@ -353,17 +392,34 @@ class WebController:
             await page.evaluate(_A11Y_JS)
             snap["snap"] = await page.evaluate("(o) => window.__guigym.snapshot(o)", opts)
         t1 = time.perf_counter()
-        img = Image.open(io.BytesIO(base64.b64decode(shot["data"])))
-        w, h = self.config.viewport
-        if img.size != (w, h):  # the window is larger than the agent's screen: keep its top-left part
-            img = img.crop((0, 0, w, h))
-        arr = np.asarray(img.convert("RGB"), dtype=np.uint8)
+        arr = self._decode(shot)
         s = snap["snap"]
         return WebObservation(
             screenshot=arr, a11y=s["xml"], url=snap["url"], a11y_nodes=s["nodes"],
             a11y_truncated=s["truncated"], a11y_reason=s["reason"],
             extra=snap["extra"] if own_extra else extra,
             timings={"observe_s": t1 - t0, "a11y_js_ms": s["ms"]},
+        )
+
+    def _decode(self, shot: dict[str, str]) -> np.ndarray:
+        img = Image.open(io.BytesIO(base64.b64decode(shot["data"])))
+        w, h = self.config.viewport
+        if img.size != (w, h):  # the window is larger than the agent's screen: keep its top-left part
+            img = img.crop((0, 0, w, h))
+        return np.asarray(img.convert("RGB"), dtype=np.uint8)
+
+    async def _observe_built(self, page: Any, cdp: Any, t0: float) -> WebObservation:
+        """Screenshot + the tree of ``config.a11y_builder``, requested together (no extra_expr)."""
+        assert self.config.a11y_builder is not None
+        shot, s, url = await asyncio.gather(self._capture(page, cdp), self.config.a11y_builder(self.episode, page, cdp),
+                                            page.evaluate("location.href"))
+        if not (self._shows_allowed(page.url) and self._shows_allowed(url)):
+            raise _Retry(f"the tab moved to {url[:200]} while it was observed")
+        t1 = time.perf_counter()
+        return WebObservation(
+            screenshot=self._decode(shot), a11y=s["xml"], url=url, a11y_nodes=s["nodes"],
+            a11y_truncated=s["truncated"], a11y_reason=s["reason"], meta=s.get("meta", {}),
+            timings={"observe_s": t1 - t0, "a11y_build_ms": s["ms"]},
         )
 
     async def _observe(self, extra_expr: Optional[str]) -> WebObservation:
@@ -440,6 +496,12 @@ class WebController:
 
     # -- acting -----------------------------------------------------------------------------------
     async def _center(self, element: str) -> tuple[float, float]:
+        if self.config.element_center is not None:
+            ep, page = self.episode, self.page
+            cdp = ep.cdps.get(page)
+            if cdp is None:
+                cdp = ep.cdps[page] = await ep.context.new_cdp_session(page)
+            return await self.config.element_center(page, cdp, element)
         res = await self.page.evaluate("(id) => window.__guigym.center(id)", element)
         if "error" in res:
             raise ActionNotPossible(res["error"])

@@ -1,0 +1,378 @@
+"""``gym.make("WebArena-v0", config_file=..., urls={...})``: WebArena tasks in real Chromium.
+
+One episode = one task config (``test.raw.json`` format, tasks.py), in a FRESH browser context:
+
+* ``reset``: placeholders were resolved at construction (``urls=`` or ``WA_*`` variables); the
+  task's sites that have a login recipe are logged in through their UI and the cached
+  ``storage_state`` goes into the new context (login.py: expiry check + probe + refresh);
+  ``geolocation`` is set when the config has one; every ``start_url`` tab (`` |AND| ``-joined)
+  is opened and the first one is active, as WebArena's ``ScriptBrowserEnv.setup`` does.
+* URL policy: the agent may open http(s) on the origins of the task's ``sites`` and start
+  URLs only; ``goto`` elsewhere (another host, ``file:``, ``data:``, ``javascript:``...) and
+  requests a click or script makes there are refused with ``info["action_error"]``
+  (url_policy.py, enforced by the controller).
+* ``step``: WebArena's id-based dialect by default (``click [id]``, ``type [id] [text] [1]``,
+  ``scroll [down]`` = one window height, ``new_tab``, ``tab_focus [i]``, ``close_tab``,
+  ``goto``, ``go_back``, ``go_forward``, ``press``, ``hover``, ``stop [answer]``). Element ids are
+  those of the last observation of the active tab (observation.py).
+* Observation: ``screenshot`` uint8 (H, W, 3) of the viewport, ``a11y`` = WebArena's tree text
+  with its tab header (or BrowserGym's ``[bid]`` variant, ``a11y_style="browsergym"``),
+  ``instruction`` = the intent, ``url``; ``som`` (set-of-marks copy of the screenshot) when
+  ``som=True``. ``info``: ``a11y_nodes``, ``a11y_truncated``, ``a11y_truncation_reason``.
+* End: the evaluator (evaluators.py, ``evaluator="webarena"`` or ``"webarena-lite"``, or any
+  callable with the :class:`EpisodeEvaluator` signature) reads the browser through a
+  :class:`~guigym.envs.web.webarena.funcs.PageReader` on the agent's last page. A score of
+  None (e.g. ``fuzzy_match`` without a judge) is reported as ``info["unscorable"]``; browser
+  failures raise :class:`EnvInfraError`.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
+
+import numpy as np
+from gymnasium import spaces
+
+from guigym.core import actions as A
+from guigym.core.errors import ConfigError, TaskSpecError
+from guigym.core.task import Task
+from guigym.envs.base import GUIEnv
+from guigym.envs.spaces import UnicodeText
+from guigym.envs.web.browser import is_playwright_error
+from guigym.envs.web.controller import WebController, WebControllerConfig
+from guigym.envs.web.url_policy import UrlPolicy, origin_of
+from guigym.envs.web.webarena import tasks as T
+from guigym.envs.web.webarena.login import WEBARENA_ACCOUNTS, WEBARENA_LOGINS, LoginManager, LoginRecipe
+from guigym.envs.web.webarena.observation import AXTreeObserver, draw_marks
+
+VIEWPORT = (1280, 720)  # WebArena's run.py --viewport_width/--viewport_height
+EVALUATORS = ("webarena", "webarena-lite")
+
+
+class EpisodeEvaluator(Protocol):
+    """``(config, answer, reader) -> (score in [0, 1] or None = unscorable, details)``.
+
+    ``config``: the task's resolved WebArena config dict; ``answer``: the text of the agent's
+    ``stop [answer]`` (None when the episode ended otherwise); ``reader``: a PageReader."""
+
+    def __call__(self, config: dict[str, Any], answer: Optional[str], reader: Any) -> tuple[Optional[float], dict[str, Any]]: ...
+
+
+#: how long after an action a navigation it caused may take to show up as a request
+NAV_GRACE_S = 0.05
+
+
+class NavTracker:
+    """Which tabs of the episode have a top-level navigation in flight (request sent, ``load``
+    not yet fired, request not failed or aborted). Its handlers run on the browser thread."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Any, Any] = {}  # page -> its in-flight navigation request
+
+    def attach(self, context: Any) -> None:
+        self._pending.clear()
+        context.on("request", self._request)
+        context.on("requestfailed", self._failed)
+        context.on("page", self._page)
+        for page in context.pages:
+            self._page(page)
+
+    def _page(self, page: Any) -> None:
+        page.on("load", lambda p=page: self._pending.pop(p, None))
+        page.on("close", lambda p=page: self._pending.pop(p, None))
+
+    def _request(self, request: Any) -> None:
+        try:
+            frame = request.frame
+        except Exception:  # noqa: BLE001 - service-worker requests have no frame
+            return
+        if request.is_navigation_request() and frame.parent_frame is None:
+            self._pending[frame.page] = request
+
+    def _failed(self, request: Any) -> None:
+        for page, req in list(self._pending.items()):
+            if req is request or req.redirected_to is request:
+                self._pending.pop(page, None)
+
+    def loading(self) -> bool:
+        return any(not p.is_closed() for p in self._pending)
+
+
+class ScriptError(Exception):
+    """A page script the evaluator ran threw (the element it reads is not on the page)."""
+
+
+class BrowserPageReader:
+    """:class:`~guigym.envs.web.webarena.funcs.PageReader` over the controller's active tab.
+
+    Host-side only: ``script`` comes from the task's evaluator spec, never from the agent.
+    ``goto`` obeys the episode's URL policy like every navigation. A script that throws raises
+    :class:`ScriptError`; timeouts and a dead browser raise :class:`EnvInfraError`.
+    """
+
+    def __init__(self, controller: WebController) -> None:
+        self.controller = controller
+
+    def _page(self) -> Any:
+        return self.controller.runtime.run(self.controller._active_page(), self.controller.config.call_timeout_s,
+                                           "finding the active tab")
+
+    @property
+    def url(self) -> str:
+        page = self._page()
+        return page.url
+
+    def goto(self, url: str) -> None:
+        refusal = self.controller.policy.refusal(url)
+        if refusal is not None:
+            raise TaskSpecError(f"the evaluator wants {url[:200]!r}, which is not one of the task's sites: {refusal}")
+        page = self._page()
+        cfg = self.controller.config
+        self.controller.runtime.run(page.goto(url, wait_until="load", timeout=cfg.load_timeout_s * 1000),
+                                    cfg.load_timeout_s + cfg.call_timeout_s, f"opening {url[:200]} for evaluation")
+
+    def content(self) -> str:
+        page = self._page()
+        return self.controller.runtime.run(page.content(), self.controller.config.call_timeout_s, "reading the page")
+
+    def evaluate(self, script: str) -> Any:
+        page = self._page()
+
+        async def run() -> tuple[bool, Any]:
+            try:
+                return True, await page.evaluate(script)
+            except Exception as exc:  # noqa: BLE001 - a throwing script vs. a dead page, below
+                gone = page.is_closed() or not self.controller.runtime.alive or "has been closed" in str(exc)
+                if is_playwright_error(exc) and not gone:
+                    return False, str(exc).splitlines()[0]
+                raise
+
+        ok, value = self.controller.runtime.run(run(), self.controller.config.call_timeout_s, "evaluating a page script")
+        if not ok:
+            raise ScriptError(value)
+        return value
+
+
+def builtin_evaluator(name: str, judge: Optional[Callable[[list[dict[str, str]]], str]] = None,
+                      sites: Optional[Mapping[str, str]] = None) -> EpisodeEvaluator:
+    """evaluators.py's ``evaluate`` with semantics ``name`` ("webarena" or "webarena-lite")."""
+    if name not in EVALUATORS:
+        raise ConfigError(f"evaluator must be one of {EVALUATORS} or a callable, got {name!r}")
+    from guigym.envs.web.webarena import evaluators
+
+    def run(config: dict[str, Any], answer: Optional[str], reader: Any) -> tuple[Optional[float], dict[str, Any]]:
+        res = evaluators.evaluate(T.parse_config(config, "task"), answer or "", reader, semantics=name,  # type: ignore[arg-type]
+                                  judge=judge, sites=dict(sites or {}))
+        details: dict[str, Any] = {"evaluator": name, "checks": res.checks}
+        if res.score is None:
+            details["unscorable_reason"] = res.unscorable_reason
+        return res.score, details
+
+    return run
+
+
+def load_tasks(tasks: Any = None, config_file: Union[str, Path, Sequence[Union[str, Path]], None] = None,
+               task_ids: Optional[Sequence[int]] = None, urls: Optional[Mapping[str, str]] = None,
+               suite: str = "webarena", max_steps: int = 30) -> list[Task]:
+    """Tasks from config dicts (``tasks=[{...}]``) and/or files (``config_file=``), placeholders
+    resolved with ``urls`` over the ``WA_*`` variables, optionally only ``task_ids``."""
+    configs: list[tuple[T.WebArenaConfig, str]] = []
+    for i, item in enumerate(tasks or ()):
+        cfg = item if isinstance(item, T.WebArenaConfig) else T.parse_config(item, "tasks", i)
+        configs.append((cfg, "tasks"))
+    files = [config_file] if isinstance(config_file, (str, Path)) else list(config_file or ())
+    for f in files:
+        configs += [(c, str(f)) for c in T.load_configs(f)]
+    if task_ids is not None:
+        wanted = set(task_ids)
+        missing = wanted - {c.task_id for c, _ in configs}
+        if missing:
+            raise TaskSpecError(f"task_ids: no task config with id(s) {sorted(missing)}")
+        configs = [(c, s) for c, s in configs if c.task_id in wanted]
+    if not configs:
+        raise ConfigError("WebArena-v0 needs tasks: pass config_file= (WebArena config JSON) or tasks=[{...}]")
+    return [T.to_task(T.resolve_sites(c, urls), suite=suite, source=s, max_steps=max_steps) for c, s in configs]
+
+
+class WebArenaEnv(GUIEnv):
+    """WebArena-v0 (see the module docstring).
+
+    Args:
+        tasks / config_file / task_ids: the suite (:func:`load_tasks`).
+        urls: site key (``shopping``, ``shopping_admin``, ``reddit``, ``gitlab``, ``wikipedia``,
+            ``map``, ``homepage``) -> base URL; wins over ``WA_*`` variables.
+        evaluator: ``"webarena"`` (default), ``"webarena-lite"`` or an :class:`EpisodeEvaluator`.
+        judge: the LLM judge for ``fuzzy_match`` (evaluators.py ``Judge``); without one those
+            episodes are unscorable.
+        logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
+            (default: WebArena's recipes and published accounts).
+        login_probe_interval_s: how often a cached login is re-checked through its probe page.
+        a11y_style: ``"webarena"`` or ``"browsergym"``; ``viewport_only``: WebArena's
+            ``current_viewport_only``; ``som``: add the set-of-marks screenshot.
+    """
+
+    platform = "web"
+
+    def __init__(self, tasks: Any = None, config_file: Any = None, task_ids: Optional[Sequence[int]] = None,
+                 urls: Optional[Mapping[str, str]] = None, evaluator: Union[str, EpisodeEvaluator] = "webarena",
+                 dialect: str = "webarena", max_steps: Optional[int] = None, viewport: tuple[int, int] = VIEWPORT,
+                 a11y_style: str = "webarena", a11y_node_cap: int = 5000, a11y_time_cap_ms: float = 1000.0,
+                 viewport_only: bool = False, som: bool = False, headless: bool = True,
+                 executable_path: Optional[str] = None, call_timeout_s: float = 10.0, load_timeout_s: float = 30.0,
+                 logins: Optional[Mapping[str, LoginRecipe]] = None,
+                 accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
+                 judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False) -> None:
+        loaded = load_tasks(tasks, config_file, task_ids, urls)
+        super().__init__(loaded, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
+                         info_timings=info_timings)
+        self.urls = {**T.site_urls_from_env(), **dict(urls or {})}
+        self.evaluator: EpisodeEvaluator = (evaluator if callable(evaluator)
+                                            else builtin_evaluator(evaluator, judge=judge, sites=self.urls))
+        self.viewport = (int(viewport[0]), int(viewport[1]))
+        self.som = bool(som)
+        self.observer = AXTreeObserver(style=a11y_style, node_cap=a11y_node_cap, time_cap_ms=a11y_time_cap_ms,
+                                       viewport=self.viewport, viewport_only=viewport_only, som=som)
+        self.controller = WebController(WebControllerConfig(
+            viewport=self.viewport, headless=headless, executable_path=executable_path,
+            call_timeout_s=call_timeout_s, load_timeout_s=load_timeout_s,
+            a11y_builder=self.observer.build, element_center=self.observer.center,
+        ))
+        self.logins = LoginManager(
+            run=self.controller.runtime.run, browser=lambda: self.controller.runtime.browser, urls=self.urls,
+            recipes=dict(WEBARENA_LOGINS if logins is None else logins),
+            accounts={**WEBARENA_ACCOUNTS, **{k: dict(v) for k, v in (accounts or {}).items()}},
+            probe_interval_s=login_probe_interval_s, timeout_s=load_timeout_s * 2,
+        )
+        w, h = self.viewport
+        obs = {
+            "screenshot": spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8),
+            "a11y": UnicodeText(max_length=2_000_000),
+            "instruction": UnicodeText(max_length=8192),
+            "url": UnicodeText(max_length=8192),
+        }
+        if self.som:
+            obs["som"] = spaces.Box(0, 255, shape=(h, w, 3), dtype=np.uint8)
+        self.observation_space = spaces.Dict(obs)
+        self._obs_meta: dict[str, Any] = {}
+        self._nav = NavTracker()
+
+    # ---- per-task settings ----------------------------------------------------------------------
+    @staticmethod
+    def config_of(task: Task) -> dict[str, Any]:
+        cfg = task.extra.get("webarena_config")
+        if not isinstance(cfg, dict):
+            raise TaskSpecError(f"task {task.id} has no WebArena config (extra['webarena_config'])")
+        return cfg
+
+    def policy_for(self, task: Task) -> UrlPolicy:
+        """The task's sites and start URLs' origins; nothing else."""
+        cfg = self.config_of(task)
+        starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
+        origins = [origin_of(self.urls[s]) for s in cfg.get("sites", []) if s in self.urls]
+        origins += [origin_of(u) for u in starts]
+        return UrlPolicy.for_start_url(starts[0], [o for o in origins if o], field=f"sites of task {task.id}")
+
+    def context_options(self, task: Task) -> dict[str, Any]:
+        cfg = self.config_of(task)
+        opts: dict[str, Any] = {}
+        if cfg.get("require_login") or cfg.get("storage_state"):
+            state = self.logins.storage_state(cfg.get("sites", []))
+            if state is not None:
+                opts["storage_state"] = state
+        geo = cfg.get("geolocation")
+        if geo:
+            if not isinstance(geo, dict) or not {"latitude", "longitude"} <= set(geo):
+                raise TaskSpecError(f"task {task.id}: field 'geolocation' needs latitude and longitude, got {geo!r}")
+            opts["geolocation"] = {k: float(geo[k]) for k in ("latitude", "longitude", "accuracy") if k in geo}
+            opts["permissions"] = ["geolocation"]
+        return opts
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    def _start_episode(self, task: Task, seed: int) -> None:
+        cfg = self.config_of(task)
+        starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
+        policy = self.policy_for(task)
+        self.controller.runtime.ensure_started()
+        options = self.context_options(task)
+        self.controller.open(starts[0], policy, context_options=options or None)
+        for url in starts[1:]:
+            self.controller.open_tab(url)
+        if len(starts) > 1:
+            self.controller.execute(A.TabFocus(index=0))
+        context = self.controller.episode.context
+
+        async def attach() -> None:  # Playwright's event handlers are set on its own thread
+            self._nav.attach(context)
+
+        self.controller.runtime.run(attach(), self.controller.config.call_timeout_s, "watching navigations")
+        self.controller.discard_retired()
+
+    def _observe(self) -> dict[str, Any]:
+        o = self.controller.observe()
+        if o.meta.get("busy"):
+            # the document was still loading (its AX root says busy): observe it loaded
+            self._settle(grace_s=0.0)
+            o = self.controller.observe()
+        self._obs_meta = {"a11y_nodes": o.a11y_nodes, "a11y_truncated": o.a11y_truncated,
+                          "a11y_truncation_reason": o.a11y_reason}
+        self.timings["observe_s"] = o.timings["observe_s"]
+        obs = {"screenshot": o.screenshot, "a11y": o.a11y, "instruction": self.task.instruction if self.task else "",
+               "url": o.url[:8192]}
+        if self.som:
+            obs["som"] = draw_marks(o.screenshot, o.meta.get("boxes", {}), o.meta.get("roles", {}))
+        return obs
+
+    def _execute(self, action: A.Action) -> None:
+        if (isinstance(action, A.Scroll) and self.dialect == "webarena" and action.x is None
+                and action.element is None and action.dx == 0 and action.dy != 0):
+            # WebArena's scroll [down|up] moves one window height (browser_env/actions.py)
+            action = A.Scroll(dy=self.viewport[1] if action.dy > 0 else -self.viewport[1])
+        self.controller.execute(action)
+        self._settle()
+
+    def _settle(self, grace_s: float = NAV_GRACE_S) -> None:
+        """Wait until a navigation the action started (a clicked link, a form sent with Enter) has
+        loaded, so the observation shows where it led, as WebArena observes the next page. The
+        navigation's request may reach us a moment after the action returns, hence the short
+        grace before looking; a request seen later whose document is still loading when observed
+        is caught by the tree's ``busy`` root (``_observe``). A page still loading after
+        ``load_timeout_s`` is observed as is."""
+        cfg = self.controller.config
+        nav = self._nav
+
+        async def wait() -> None:
+            await asyncio.sleep(grace_s)
+            deadline = time.monotonic() + cfg.load_timeout_s
+            while nav.loading() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            page = self.controller.page
+            if page is not None and not page.is_closed():
+                try:  # a document that committed but has not loaded yet
+                    await page.wait_for_load_state("load", timeout=max(0.1, deadline - time.monotonic()) * 1000)
+                except Exception:  # noqa: BLE001 - slow or gone: observe what is there
+                    if not self.controller.runtime.alive:
+                        raise
+
+        self.controller.runtime.run(wait(), cfg.load_timeout_s + cfg.call_timeout_s, "waiting for the page to load")
+
+    def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[Optional[float], dict[str, Any]]:
+        answer = last_action.answer if isinstance(last_action, A.Done) else None
+        if isinstance(last_action, A.Fail):
+            answer = "N/A"
+        reader = BrowserPageReader(self.controller)
+        score, details = self.evaluator(self.config_of(task), answer, reader)
+        details = dict(details)
+        details.setdefault("answer", answer)
+        if score is not None:
+            score = float(score)
+            details.setdefault("success", score >= 1.0)
+        return score, details
+
+    def _episode_info(self) -> dict[str, Any]:
+        return dict(self._obs_meta)
+
+    def close(self) -> None:
+        self.controller.close()
+        super().close()
