@@ -6,6 +6,7 @@
     guigym serve --model PATH --port 8000 --api-key TOKEN   # OpenAI-compatible server
     guigym report runs/demo          # rebuild runs/demo/report.html and results.csv
     guigym tasks check --suite embedded   # OSWorld-v0 suite: no-op scores 0, reference solution 1
+    guigym tasks check --env WebArena-v0 --tasks FILE [--url shopping=URL]   # same for WebArena configs
     guigym train recipes/grpo_miniwob_tiny.yaml [--set key=value] [--resume]
 """
 from __future__ import annotations
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="connections served at once (default 64); more get 503 at once")
     s.set_defaults(func=cmd_serve)
 
-    t = sub.add_parser("tasks", help="list tasks; 'tasks check' verifies a desktop suite (see 'guigym tasks check --help')")
+    t = sub.add_parser("tasks", help="list tasks; 'tasks check [--env OSWorld-v0|WebArena-v0]' proves no-op 0 and reference 1 per task")
     t.add_argument("action", choices=["list", "check"])
     t.add_argument("--env", default="MiniWoB-v0")
     t.add_argument("--suite", default=None, help="MiniWoB: all | flight | oracle (default all); OSWorld: embedded")
@@ -187,6 +188,19 @@ _DELEGATED = {
     ("train",): ("guigym.train.loop", "main"),
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
 }
+#: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
+_CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check"}
+
+
+def _checker(argv: list[str]) -> tuple[str, list[str]]:
+    """(module, its argv) for ``tasks check`` arguments ``argv``: ``--env`` picks the checker."""
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--env", default="OSWorld-v0")
+    known, rest = peek.parse_known_args(argv)
+    if known.env not in _CHECKERS:
+        print(f"error: tasks check: unknown env {known.env!r}; available: {', '.join(_CHECKERS)}", file=sys.stderr)
+        raise SystemExit(2)
+    return _CHECKERS[known.env], rest
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -194,7 +208,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for prefix, (module, func) in _DELEGATED.items():
         if tuple(argv[:len(prefix)]) == prefix:
             import importlib
-            return int(getattr(importlib.import_module(module), func)(argv[len(prefix):]))
+            rest = argv[len(prefix):]
+            if prefix == ("tasks", "check"):
+                module, rest = _checker(rest)
+            return int(getattr(importlib.import_module(module), func)(rest))
     args = build_parser().parse_args(argv)
     if getattr(args, "num_envs", 1) < 1:
         print("error: --num-envs must be >= 1", file=sys.stderr)

@@ -16,7 +16,9 @@ APT_PKGS="chromium fonts-dejavu-core fonts-liberation"
 # which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
 # the packages above with --no-install-recommends.
 DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86"
-APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql"
+# WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl)
+WEBARENA_SITE_PKGS="fossil"
+APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import html
 import http.server
+import json
 import secrets
 import threading
 import urllib.parse
+from pathlib import Path
 from typing import Any, Optional
 
 ACCOUNT = {"username": "emma.lopez@gmail.com", "password": "Password.123"}
@@ -163,27 +165,14 @@ class ShopSite:
             srv.server_close()
 
 
+#: the three task configs (WebArena's JSON, ``__SHOPPING__`` unresolved) and, beside them, their
+#: reference solutions (guigym's own file, guigym/envs/web/webarena/reference.py)
+TASKS_FILE = Path(__file__).resolve().parent / "fixtures" / "webarena_site" / "tasks.json"
+REFERENCES_FILE = TASKS_FILE.with_name("reference_solutions.json")
+
+
 def tasks() -> list[dict[str, Any]]:
-    """Three WebArena-format configs over the shop (``__SHOPPING__`` placeholders, unresolved)."""
-    return [
-        {"sites": ["shopping"], "task_id": 1, "require_login": False, "storage_state": None,
-         "start_url": "__SHOPPING__/", "geolocation": None,
-         "intent_template": "What is the price of {{product}}?", "instantiation_dict": {"product": "Blue Mug"},
-         "intent": "What is the price of Blue Mug?", "require_reset": False, "intent_template_id": 1,
-         "eval": {"eval_types": ["string_match"], "reference_answers": {"must_include": ["12.50"]},
-                  "reference_url": "", "program_html": [], "string_note": ""}},
-        {"sites": ["shopping"], "task_id": 2, "require_login": True, "storage_state": "./.auth/shopping_state.json",
-         "start_url": "__SHOPPING__/", "geolocation": None,
-         "intent_template": "Open my wish list", "instantiation_dict": {},
-         "intent": "Open my wish list", "require_reset": False, "intent_template_id": 2,
-         "eval": {"eval_types": ["url_match"], "reference_answers": None,
-                  "reference_url": "__SHOPPING__/wishlist/", "program_html": [], "url_note": "GOLD in PRED"}},
-        {"sites": ["shopping"], "task_id": 3, "require_login": False, "storage_state": None,
-         "start_url": "__SHOPPING__/ |AND| __SHOPPING__/search", "geolocation": None,
-         "intent_template": "Search the shop for {{term}} in the search tab", "instantiation_dict": {"term": "kettle"},
-         "intent": "Search the shop for kettle in the search tab", "require_reset": False, "intent_template_id": 3,
-         "eval": {"eval_types": ["program_html"], "reference_answers": None, "reference_url": "",
-                  "program_html": [{"url": "last", "locator": "document.querySelector('#query').textContent",
-                                    "required_contents": {"exact_match": "kettle"}}],
-                  }},
-    ]
+    """Three WebArena-format configs over the shop (``__SHOPPING__`` placeholders, unresolved):
+    1 price question (string must_include), 2 open the wish list (login, url_match), 3 search in
+    the second of two start tabs (program_html with a JS locator)."""
+    return json.loads(TASKS_FILE.read_text(encoding="utf-8"))

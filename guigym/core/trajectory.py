@@ -13,7 +13,8 @@ class StepRecord(BaseModel):
     action_text: str = Field(description="the raw text the agent produced")
     action: Optional[str] = Field(default=None, description="parsed action in canonical form, None if unparseable")
     action_error: Optional[str] = None
-    reward: float = 0.0
+    reward: Optional[float] = Field(default=0.0, description="the env's reward; None on the last step of an "
+                                    "unscorable episode (the verifier could not score it)")
     screenshot: Optional[str] = Field(default=None, description="path of the screenshot seen before acting")
     prompt_token_ids: Optional[list[int]] = None
     response_token_ids: Optional[list[int]] = None
@@ -31,9 +32,11 @@ class EpisodeResult(BaseModel):
     domain: str = ""
     seed: int
     attempt: int = 0
-    status: str = Field(description="'done' (scored) or 'lost' (infrastructure failure, not scored)")
-    score: float = 0.0
-    success: bool = False
+    status: str = Field(description="'done' (scored), 'unscorable' (ran to its end but the verifier could not "
+                                    "score it, e.g. fuzzy_match without an LLM judge; neither success nor failure) "
+                                    "or 'lost' (infrastructure failure, not scored)")
+    score: Optional[float] = Field(default=0.0, description="verifier score in [0, 1]; None when unscorable")
+    success: Optional[bool] = Field(default=False, description="None when unscorable")
     steps: int = 0
     instruction: str = ""
     verifier: dict[str, Any] = Field(default_factory=dict)

@@ -37,7 +37,7 @@ th,td{border:1px solid #ccc;padding:3px 7px;vertical-align:top;text-align:left}
 th{background:#eee}td.num{text-align:right}
 .episode{background:#fff;border:1px solid #bbb;border-radius:6px;padding:.6em 1em;margin:1.2em 0}
 .badge{display:inline-block;padding:0 .5em;border-radius:4px;font-size:.85em;color:#fff}
-.ok{background:#2a7d2a}.fail{background:#b03030}.lost{background:#777}
+.ok{background:#2a7d2a}.fail{background:#b03030}.lost{background:#777}.unscorable{background:#a67c00}
 pre{white-space:pre-wrap;word-break:break-all;margin:0;max-height:20em;overflow:auto;font-size:12px}
 .err{background:#ffe3e3;border:1px solid #d33;color:#900;padding:2px 4px;font-weight:bold}
 tr.has-error td{background:#fff4f4}
@@ -126,11 +126,12 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 
 def _stats_table(title: str, label: str, rows: dict[str, dict[str, Any]]) -> str:
-    """One summary table (``label`` column, then episodes, lost, SR, score, steps, pass@k)."""
-    columns = (label, "episodes", "lost", "success", "mean score", "mean steps", "pass@k")
+    """One summary table (``label`` column, then episodes, lost, unscorable, SR, score, steps, pass@k)."""
+    columns = (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k")
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join(
         f"<tr><td>{_e(name)}</td><td class=num>{s['episodes']}</td><td class=num>{s['lost']}</td>"
+        f"<td class=num>{s.get('unscorable', 0)}</td>"
         f"<td class=num>{_fmt(s['success_rate'], True)}</td><td class=num>{_fmt(s['mean_score'])}</td>"
         f"<td class=num>{_fmt(s['mean_steps'])}</td><td class=num>{_fmt(s['pass_at_k'], True)}</td></tr>"
         for name, s in rows.items())
@@ -138,7 +139,9 @@ def _stats_table(title: str, label: str, rows: dict[str, dict[str, Any]]) -> str
 
 
 def _badge(record: dict[str, Any]) -> str:
-    """A coloured success / failed / lost label."""
+    """A coloured success / failed / unscorable / lost label."""
+    if record.get("status") == "unscorable":
+        return '<span class="badge unscorable">unscorable</span>'
     if record.get("status") != "done":
         return '<span class="badge lost">lost</span>'
     if record.get("success"):

@@ -9,8 +9,14 @@ Output directory layout::
 
 Each env slot runs its own episode loop (reset -> act -> step ... -> verifier) and is refilled
 with the next pending episode as soon as it finishes, so a slow episode never holds the others.
-On restart, episodes whose key (``task/seed/attempt``) already has a ``done`` line in
-``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures) are run again.
+On restart, episodes whose key (``task/seed/attempt``) already has a finished line (``done`` or
+``unscorable``) in ``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures) are
+run again.
+
+An episode the env reports as ``info["unscorable"]`` (its verifier could not score it, e.g.
+WebArena's ``fuzzy_match`` with no LLM judge) is recorded with ``status="unscorable"``,
+``score=None``, ``success=None`` and its last step's reward None: neither a success nor a
+failure (summary.py counts it separately).
 """
 from __future__ import annotations
 
@@ -29,6 +35,9 @@ from guigym.agents.base import Agent
 from guigym.core.paths import check_task_id
 from guigym.core.trajectory import EpisodeResult, StepRecord
 from guigym.envs.pool import EnvPool
+
+#: statuses of an episode that ran to its end (not run again on resume)
+FINISHED = ("done", "unscorable")
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     repair_jsonl(results_path)
-    finished = {r["key"] for r in read_jsonl(results_path) if r.get("status") == "done"}
+    finished = {r["key"] for r in read_jsonl(results_path) if r.get("status") in FINISHED}
     specs = [s for s in make_specs(config.task_ids, config.episodes, config.seed, config.attempts) if s.key not in finished]
     pending: deque[EpisodeSpec] = deque(specs)
     lost_count: dict[str, int] = {}
@@ -201,7 +210,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
         run.pending_tokens = {k: tokens.get(k) for k in _TOKEN_FIELDS}
         pool.step_async(i, text)
 
-    def finish(i: int, status: str, score: float = 0.0, success: bool = False,
+    def finish(i: int, status: str, score: Optional[float] = 0.0, success: Optional[bool] = False,
                verifier: Optional[dict[str, Any]] = None, error: Optional[str] = None) -> None:
         run = running.pop(i)
         result = EpisodeResult(
@@ -245,11 +254,12 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
                     act(i, obs)
                     continue
                 obs, reward, terminated, truncated, info = res.value
+                unscorable = bool(info.get("unscorable"))  # the env's reward 0.0 is only a placeholder then
                 before = (run.last_obs or {}).get("screenshot")
                 changed = None if before is None or "screenshot" not in obs else not np.array_equal(before, obs["screenshot"])
                 run.steps.append(StepRecord(
                     index=len(run.steps), action_text=run.pending_text, action=info.get("action"),
-                    action_error=info.get("action_error"), reward=float(reward),
+                    action_error=info.get("action_error"), reward=None if unscorable else float(reward),
                     screenshot=f"step_{len(run.steps):03d}.png" if config.save_screenshots else None,
                     latency_s=run.t_act + info.get("timings", {}).get("step_s", 0.0),
                     screen_changed=changed, **run.pending_tokens,
@@ -257,7 +267,11 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
                 if terminated or truncated:
                     if config.save_screenshots:
                         save_png_atomic(run.traj_dir / f"step_{len(run.steps):03d}.png", obs["screenshot"])
-                    finish(i, "done", score=float(reward), success=bool(info.get("success")), verifier=info.get("verifier"))
+                    if unscorable:
+                        finish(i, "unscorable", score=None, success=None, verifier=info.get("verifier"))
+                    else:
+                        finish(i, "done", score=float(reward), success=bool(info.get("success")),
+                               verifier=info.get("verifier"))
                     start_next(i)
                 else:
                     act(i, obs)
@@ -292,11 +306,13 @@ def _jsonable(obj: Any) -> Any:
 
 
 class _Progress:
-    """rich progress bar with a running success count (silent when disabled)."""
+    """rich progress bar with a running success count over scored episodes (silent when disabled)."""
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.successes = 0
         self.done = 0
+        self.scored = 0
+        self.unscorable = 0
         self._p = None
         if enabled and total:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -306,11 +322,14 @@ class _Progress:
             self._p.start()
             self._task = self._p.add_task("eval", total=total, sr="")
 
-    def advance(self, status: str, success: bool) -> None:
+    def advance(self, status: str, success: Optional[bool]) -> None:
         self.done += 1
-        self.successes += int(success)
+        self.scored += status == "done"
+        self.unscorable += status == "unscorable"
+        self.successes += status == "done" and bool(success)
         if self._p is not None:
-            self._p.update(self._task, advance=1, sr=f"success {self.successes}/{self.done}")
+            extra = f", unscorable {self.unscorable}" if self.unscorable else ""
+            self._p.update(self._task, advance=1, sr=f"success {self.successes}/{self.scored}{extra}")
 
     def close(self) -> None:
         if self._p is not None:

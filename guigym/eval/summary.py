@@ -1,8 +1,10 @@
 """Aggregate results.jsonl records into overall, per-domain and per-task tables.
 
-Success rate (SR) counts scored episodes only: lost episodes (infrastructure failures) are
-reported separately and never count as failures. pass@k: a (task, seed) counts as solved when any
-of its attempts succeeded.
+Success rate (SR), mean score, mean steps and pass@k count scored episodes (``status="done"``)
+only: ``episodes`` is their number. Lost episodes (infrastructure failures) and unscorable ones
+(ran to their end, but the verifier could not score them, e.g. WebArena's ``fuzzy_match`` without
+an LLM judge) are counted separately in ``lost`` and ``unscorable`` and are never failures or
+successes. pass@k: a (task, seed) counts as solved when any of its scored attempts succeeded.
 
 AndroidLab's metrics (Xu et al., 2024, "AndroidLab", section 3.3), reported where the records
 carry what they need (otherwise None):
@@ -17,21 +19,27 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
+#: statuses of an episode that ran to its end; "unscorable" ones have score and success None
+FINISHED = ("done", "unscorable")
+
 
 def latest_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """One record per episode key; a scored record wins over a lost one."""
+    """One record per episode key; a finished record (scored or unscorable) wins over a lost one,
+    and the first finished one is kept."""
     by_key: dict[str, dict[str, Any]] = {}
     for r in records:
         old = by_key.get(r["key"])
-        if old is None or (old.get("status") != "done" and r.get("status") == "done"):
+        if old is None or (old.get("status") not in FINISHED and r.get("status") in FINISHED):
             by_key[r["key"]] = r
     return by_key
 
 
 def episode_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Episodes, lost, success rate, mean score, mean steps and pass@k of a group of records."""
+    """Scored episodes, lost, unscorable, success rate, mean score, mean steps and pass@k of a
+    group of records (see the module docstring)."""
     done = [r for r in rs if r.get("status") == "done"]
-    lost = len(rs) - len(done)
+    unscorable = sum(r.get("status") == "unscorable" for r in rs)
+    lost = len(rs) - len(done) - unscorable
     n = len(done)
     solved: dict[tuple[str, int], bool] = defaultdict(bool)
     for r in done:
@@ -39,6 +47,7 @@ def episode_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "episodes": n,
         "lost": lost,
+        "unscorable": unscorable,
         "success_rate": (sum(bool(r.get("success")) for r in done) / n) if n else None,
         "mean_score": (sum(float(r.get("score", 0.0)) for r in done) / n) if n else None,
         "mean_steps": (sum(int(r.get("steps", 0)) for r in done) / n) if n else None,
@@ -91,11 +100,11 @@ def render_table(summary: dict[str, Any], section: str = "per_task") -> Any:
 
     label = "domain" if section == "per_domain" else "task"
     table = Table(title=f"guigym eval ({label})")
-    for col in (label, "episodes", "lost", "success", "mean score", "mean steps", "pass@k"):
+    for col in (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k"):
         table.add_column(col, justify="left" if col == label else "right")
     rows = list(summary.get(section, {}).items()) + [("OVERALL", summary["overall"])]
     for name, s in rows:
-        table.add_row(name, str(s["episodes"]), str(s["lost"]), fmt(s["success_rate"], True),
+        table.add_row(name, str(s["episodes"]), str(s["lost"]), str(s.get("unscorable", 0)), fmt(s["success_rate"], True),
                       fmt(s["mean_score"]), fmt(s["mean_steps"]), fmt(s["pass_at_k"], True),
                       style="bold" if name == "OVERALL" else None)
     return table

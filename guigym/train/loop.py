@@ -565,7 +565,7 @@ class Trainer:
                     "rollout/injected_stored": float(len(injected)), "rollout/tasks": float(len(self.tasks)),
                     "rollout/reused_from_store": float(reused), "time/rollout_s": t_roll}
             if not reused:
-                for k in ("u_env", "actions_per_min", "policy_utilisation", "lost", "retries"):
+                for k in ("u_env", "actions_per_min", "policy_utilisation", "lost", "retries", "unscorable"):
                     if k in self.rollout_stats:
                         info[f"rollout/{k}"] = float(self.rollout_stats[k])
         samples = _broadcast(payload, self.rank, self.world)
@@ -626,7 +626,8 @@ class Trainer:
         succ = sum(sum(v) for v in per_task.values())
         n = sum(len(v) for v in per_task.values())
         out = {"label": label, "episodes": n, "successes": succ, "success_rate": succ / max(1, n),
-               "per_task": {k: sum(v) / len(v) for k, v in per_task.items()}, "seconds": time.time() - t0}
+               "per_task": {k: sum(v) / len(v) for k, v in per_task.items()}, "seconds": time.time() - t0,
+               "unscorable": scheduler.last_stats.unscorable}  # not in episodes: neither success nor failure
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(out, indent=1))
         os.replace(tmp, path)
@@ -692,7 +693,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``guigym train``; returns the exit code (2 on a config error)."""
     args = build_parser().parse_args(argv)
     if args.help_config:
+        from guigym.train.algorithms.plugin_help import describe_plugins
+
         print(describe())
+        print(describe_plugins())  # every registered plug-in, its options and the paper/equation it cites
         return 0
     if not args.recipe:
         print("guigym train: a recipe path is required (or --help-config)", file=sys.stderr)

@@ -20,6 +20,12 @@ hung: ``PoolResult.lost``) are discarded and run again from reset (``stats.retri
 never scored. After ``max_lost_retries`` losses of the same rollout ``collect`` raises
 ``EnvInfraError``.
 
+Unscorable rollouts (the env ended the episode with ``info["unscorable"]``: its verifier could
+not score it, e.g. WebArena's ``fuzzy_match`` without an LLM judge; the env's reward 0.0 is only
+Gymnasium's placeholder) are left out of their group and counted in ``stats.unscorable``: they
+are neither successes nor failures, so they must not train as reward 0. A group left with no
+member is not returned.
+
 Per-task step budgets: ``max_steps`` (int or {task_id: int}) is passed to the env as
 ``reset(options={"max_steps": n})`` so that the env truncates and its verifier scores the
 episode. An env that does not honour that option (``info["max_steps"]`` differs after reset) is
@@ -76,6 +82,7 @@ class RolloutStats:
     trajectories: int = 0
     lost: int = 0
     retries: int = 0
+    unscorable: int = 0
     policy_requests: int = 0
     policy_busy_s: float = 0.0
     policy_utilisation: float = 0.0
@@ -177,6 +184,8 @@ class RolloutScheduler:
                 guidance: Optional[Callable[[str, int, int], Any]] = None) -> list[Group]:
         """One group of G trajectories per entry of ``task_ids`` (cycled to ``n_groups`` entries
         when given), with episode seed ``seeds[k]`` (default: drawn from the scheduler's RNG).
+        Unscorable rollouts are not in their group, and a group with none scorable is dropped
+        (module docstring).
 
         Per entry (trainer plug-ins, e.g. DART's dynamic rollout count and length):
         ``group_sizes[k]`` rollouts instead of G; step budget ``max_steps[k]`` (None = the
@@ -216,7 +225,7 @@ class RolloutScheduler:
             raise
         for g, group in enumerate(groups):
             group.trajectories = sorted(done[g], key=lambda t: t.info["member"])
-        return groups
+        return [g for g in groups if g.trajectories]
 
     # ---- helpers -----------------------------------------------------------------------------------
     def _budget(self, task_id: str) -> Optional[int]:
@@ -343,6 +352,12 @@ class RolloutScheduler:
             if not sync:
                 start(i)
 
+        def unscorable(i: int) -> None:
+            stats.unscorable += 1  # neither success nor failure: not a reward-0 member of its group
+            release(i)
+            if not sync:
+                start(i)
+
         def lost(i: int, error: str) -> None:
             run = slots[i]
             job = run.job
@@ -388,7 +403,9 @@ class RolloutScheduler:
             step.action = info.get("action")
             step.action_error = info.get("action_error")
             step.info.update(_json_safe(info, STEP_INFO_KEYS))
-            if terminated or truncated:
+            if (terminated or truncated) and info.get("unscorable"):
+                unscorable(i)
+            elif terminated or truncated:
                 finish(i, reward, bool(info.get("success", False)), bool(terminated), bool(truncated), False)
             elif not run.env_honours_max_steps and len(run.steps) >= run.max_steps:
                 finish(i, reward, False, False, True, True)

@@ -177,9 +177,15 @@ def load_tasks(tasks: Any = None, config_file: Union[str, Path, Sequence[Union[s
                task_ids: Optional[Sequence[int]] = None, urls: Optional[Mapping[str, str]] = None,
                suite: str = "webarena", max_steps: int = 30) -> list[Task]:
     """Tasks from config dicts (``tasks=[{...}]``) and/or files (``config_file=``), placeholders
-    resolved with ``urls`` over the ``WA_*`` variables, optionally only ``task_ids``."""
+    resolved with ``urls`` over the ``WA_*`` variables, optionally only ``task_ids``.
+
+    Strings in ``tasks`` are task ids (``"webarena.12"``) that select among the other configs,
+    e.g. those of ``config_file`` (what the eval runner and EnvPool pass: ``tasks=[ids]``)."""
     configs: list[tuple[T.WebArenaConfig, str]] = []
+    wanted_ids = [item for item in (tasks or ()) if isinstance(item, str)]
     for i, item in enumerate(tasks or ()):
+        if isinstance(item, str):
+            continue
         cfg = item if isinstance(item, T.WebArenaConfig) else T.parse_config(item, "tasks", i)
         configs.append((cfg, "tasks"))
     files = [config_file] if isinstance(config_file, (str, Path)) else list(config_file or ())
@@ -193,6 +199,12 @@ def load_tasks(tasks: Any = None, config_file: Union[str, Path, Sequence[Union[s
         configs = [(c, s) for c, s in configs if c.task_id in wanted]
     if not configs:
         raise ConfigError("WebArena-v0 needs tasks: pass config_file= (WebArena config JSON) or tasks=[{...}]")
+    if wanted_ids:  # before resolving: sites of unselected tasks need no URL
+        known = {f"{suite}.{c.task_id}" for c, _ in configs}
+        missing = [t for t in wanted_ids if t not in known]
+        if missing:
+            raise TaskSpecError(f"tasks: no task config with id(s) {missing} (ids look like '{suite}.<task_id>')")
+        configs = [(c, s) for c, s in configs if f"{suite}.{c.task_id}" in set(wanted_ids)]
     return [T.to_task(T.resolve_sites(c, urls), suite=suite, source=s, max_steps=max_steps) for c, s in configs]
 
 
@@ -206,6 +218,9 @@ class WebArenaEnv(GUIEnv):
         evaluator: ``"webarena"`` (default), ``"webarena-lite"`` or an :class:`EpisodeEvaluator`.
         judge: the LLM judge for ``fuzzy_match`` (evaluators.py ``Judge``); without one those
             episodes are unscorable.
+        embedded_sites: started sites (e.g. ``sites.fossil.FossilSite``) with ``key``, ``url`` and
+            ``reset()``; their URLs join ``urls`` and every ``reset`` restores their seed state
+            first (the caller starts and closes them).
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -223,7 +238,11 @@ class WebArenaEnv(GUIEnv):
                  executable_path: Optional[str] = None, call_timeout_s: float = 10.0, load_timeout_s: float = 30.0,
                  logins: Optional[Mapping[str, LoginRecipe]] = None,
                  accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
-                 judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False) -> None:
+                 judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False,
+                 embedded_sites: Sequence[Any] = ()) -> None:
+        # started embedded sites (sites/): their URLs, and their state is restored at every reset
+        self.embedded_sites = list(embedded_sites)
+        urls = {**{site.key: site.url for site in self.embedded_sites}, **dict(urls or {})}
         loaded = load_tasks(tasks, config_file, task_ids, urls)
         super().__init__(loaded, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
                          info_timings=info_timings)
@@ -291,6 +310,8 @@ class WebArenaEnv(GUIEnv):
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
+        if self.embedded_sites:
+            self.timings["site_reset_s"] = sum(site.reset() for site in self.embedded_sites)
         cfg = self.config_of(task)
         starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
         policy = self.policy_for(task)

@@ -1,0 +1,1 @@
+"""Embedded real sites for WebArena-v0 (docs/architecture.md, "WebArena embedded sites")."""
