@@ -5,7 +5,8 @@ their docstrings); ``registry`` holds REWARD_SHAPERS, GROUP_BUILDERS, TASK_SAMPL
 EXTRA_LOSSES, ROLLOUT_PLANNERS, CONDITIONERS, TASK_SOURCES and TRAJECTORY_SOURCES with the
 plain-GRPO behaviour registered as ``"default"``; ``estimators`` ADVANTAGE_ESTIMATORS and
 ``policy_losses`` POLICY_LOSSES. Plug-in API v2: ``context`` (what a plug-in sees), ``compose``
-(chains of plug-ins of one kind), ``policy_handle`` (read-only policy queries).
+(chains of plug-ins of one kind), ``policy_handle`` (read-only policy queries). Paper plug-ins:
+``dart`` (DART sec. 4 data curation), ``adagrpo`` (MobileRL sec. 2.2), ``bepa`` (BEPA LEVEL-2 cache).
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ from guigym.train.algorithms.registry import (
     StepFilter,
     TaskSampler,
 )
+
+# paper plug-ins register themselves in the registries above on import
+from guigym.train.algorithms import adagrpo, bepa, dart  # noqa: E402,F401
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "CONDITIONERS", "POLICY_LOSSES", "ROLLOUT_PLANNERS", "TASK_SOURCES",

@@ -269,7 +269,10 @@ class TopEntropySteps:
     group of rollouts of one task, so an easy task's confident steps do not crowd out a hard
     task's, or the reverse).
 
-    Per group: ``k = max(1, floor(fraction * n_steps))``; ties keep the earlier step. Groups come
+    Per group: ``k = max(1, floor(fraction * n_steps))``; ties keep the earlier step. With
+    ``fraction = 0.8`` this is DART eq. 2's indicator ``I[H_t >= tau^0.2]``: a step is trained when
+    its entropy exceeds that of at least 20% of its group's steps (n - ceil(0.2 n) = floor(0.8 n)
+    steps). Groups come
     from ``groups=`` (the loop passes the built groups, so injected members rank with their group)
     or, without it, from each trajectory's ``(task_id, group_id)``. A step without a recorded
     entropy (an expert demonstration was not sampled) is never kept silently: with

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-Source = Literal["on_policy", "replay", "expert", "cache"]
+Source = Literal["on_policy", "replay", "expert", "cache", "pool"]
 SOURCES: tuple[str, ...] = get_args(Source)
 
 
@@ -185,7 +185,8 @@ class Trajectory:
     ``traj_id`` (uuid4 hex) is the DataStore's idempotency key: re-adding it is a no-op.
     ``reward`` is the verifier score (the last step's); ``source`` says whether it was sampled by
     the current policy (``on_policy``), replayed from a buffer (``replay``), a demonstration
-    (``expert``) or a cached success (``cache``, BEPA); ``guidance_level`` the hint level it was
+    (``expert``), a cached success (``cache``, BEPA) or a pre-collected success from DART's
+    experience pool (``pool``); ``guidance_level`` the hint level it was
     collected under (UI-Mem stratified guidance; 0 = none).
     """
 
