@@ -41,6 +41,8 @@ from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError, GuigymError, TaskSpecError
 from guigym.core.task import Task
+from guigym.envs.check_table import check_all, fmt_score
+from guigym.envs.check_table import exit_code as check_exit_code
 
 #: shell words that are not programs to look up
 _SHELL_WORDS = frozenset("""
@@ -387,28 +389,16 @@ def run_check(tasks: Sequence[Task], provider: str = "local", provider_kwargs: O
 
     env = OSWorldEnv(tasks=list(tasks), provider=provider, provider_kwargs=provider_kwargs or {},
                      max_steps=max_steps, observe_terminal=adversarial)
-    rows: list[Row] = []
-    try:
-        for task in tasks:
-            row = check_task(env, task, noop_only=noop_only, adversarial=adversarial)
-            rows.append(row)
-            if out is not None:
-                print(_line(row), file=out, flush=True)
-    finally:
-        env.close()
-    return rows
-
-
-def _fmt(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:g}"
+    return check_all(env, tasks, lambda task: check_task(env, task, noop_only=noop_only, adversarial=adversarial),
+                     _line, out)
 
 
 _HEADER = f"{'task':<34} {'domain':<17} {'noop':>5} {'ref':>5} {'adv':>5} {'status':<9} {'secs':>6}  reason"
 
 
 def _line(row: Row) -> str:
-    return (f"{row.task:<34} {row.domain:<17} {_fmt(row.noop):>5} {_fmt(row.reference):>5} "
-            f"{_fmt(row.adversarial):>5} {row.status:<9} {row.seconds:>6.1f}  {row.reason}")
+    return (f"{row.task:<34} {row.domain:<17} {fmt_score(row.noop):>5} {fmt_score(row.reference):>5} "
+            f"{fmt_score(row.adversarial):>5} {row.status:<9} {row.seconds:>6.1f}  {row.reason}")
 
 
 def summary(rows: Sequence[Row]) -> dict[str, int]:
@@ -419,11 +409,7 @@ def summary(rows: Sequence[Row]) -> dict[str, int]:
 
 
 def exit_code(rows: Sequence[Row]) -> int:
-    if any(r.status == "mismatch" for r in rows):
-        return 1
-    if any(r.status == "infra" for r in rows):
-        return 2
-    return 0
+    return check_exit_code([r.status for r in rows])
 
 
 def _parse_opts(items: Sequence[str]) -> dict[str, Any]:

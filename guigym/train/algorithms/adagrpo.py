@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import uuid
 from typing import Any, Mapping, Optional, Sequence
 
 import torch
@@ -79,13 +78,9 @@ class ShortestPathReward(Plugin):
 
 # ---- AdaPR ------------------------------------------------------------------------------------
 def replay_copy(t: Trajectory, iteration: int) -> Trajectory:
-    """A buffered trajectory as a ``replay`` member of iteration ``iteration``'s batch: a fresh id
-    derived from (original, iteration), the original id in ``info``; steps (with their behaviour
-    log-probs) unchanged."""
-    return Trajectory(traj_id=uuid.uuid5(uuid.NAMESPACE_OID, f"guigym/replay/{t.traj_id}/{iteration}").hex,
-                      run_id=t.run_id, task_id=t.task_id, seed=t.seed, group_id=t.group_id, steps=list(t.steps),
-                      reward=t.reward, success=t.success, source="replay", guidance_level=t.guidance_level,
-                      info={**t.info, "replay_origin": t.traj_id})
+    """A buffered trajectory as a ``replay`` member of iteration ``iteration``'s batch
+    (:meth:`Trajectory.injected_copy`, one id per (original, iteration))."""
+    return t.injected_copy("replay", key=str(iteration))
 
 
 @GROUP_BUILDERS.register("adapr")

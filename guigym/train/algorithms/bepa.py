@@ -17,7 +17,6 @@ guidance (``guidance_level > 0``) is refused with an error rather than replayed 
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Mapping, Sequence
 
 from guigym.train.algorithms.context import Plugin
@@ -26,12 +25,9 @@ from guigym.train.data.types import Group, Trajectory
 
 
 def cache_copy(t: Trajectory, iteration: int) -> Trajectory:
-    """E_x as a member of iteration ``iteration``'s group: ``source="cache"``, an id derived from
-    (original, iteration), the original id in ``info["cache_origin"]``; steps unchanged."""
-    return Trajectory(traj_id=uuid.uuid5(uuid.NAMESPACE_OID, f"guigym/cache/{t.traj_id}/{iteration}").hex,
-                      run_id=t.run_id, task_id=t.task_id, seed=t.seed, group_id=t.group_id, steps=list(t.steps),
-                      reward=t.reward, success=t.success, source="cache", guidance_level=t.guidance_level,
-                      info={**t.info, "cache_origin": t.traj_id})
+    """E_x as a member of iteration ``iteration``'s group (:meth:`Trajectory.injected_copy`,
+    source ``cache``, one id per (original, iteration))."""
+    return t.injected_copy("cache", key=str(iteration))
 
 
 @GROUP_BUILDERS.register("bepa_cache")

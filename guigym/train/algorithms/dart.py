@@ -21,7 +21,6 @@ the loop, so a resumed run plans exactly what the uninterrupted run would have.
 from __future__ import annotations
 
 import math
-import uuid
 from typing import Any, Mapping, Optional, Sequence
 
 from guigym.core.errors import ConfigError
@@ -169,13 +168,10 @@ class DynamicTrajectoryLength(Plugin):
 
 
 def pool_copy(t: Trajectory) -> Trajectory:
-    """``t`` as an experience-pool member: ``source="pool"``, a traj_id derived from the original's
-    (so re-injecting it in a later iteration reuses one DataStore row), the original id and run in
-    ``info``; steps (token ids, behaviour log-probs, entropies) unchanged."""
-    return Trajectory(traj_id=uuid.uuid5(uuid.NAMESPACE_OID, f"guigym/pool/{t.traj_id}").hex, run_id=t.run_id,
-                      task_id=t.task_id, seed=t.seed, group_id=t.group_id, steps=list(t.steps), reward=t.reward,
-                      success=t.success, source="pool", guidance_level=t.guidance_level,
-                      info={**t.info, "pool_origin": t.traj_id, "pool_origin_run": t.run_id})
+    """``t`` as an experience-pool member (:meth:`Trajectory.injected_copy`, source ``pool``): one
+    id per original, so re-injecting it in a later iteration reuses one DataStore row; the
+    original's run in ``info["pool_origin_run"]``."""
+    return t.injected_copy("pool", pool_origin_run=t.run_id)
 
 
 @TRAJECTORY_SOURCES.register("dart_experience_pool")

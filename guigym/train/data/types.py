@@ -207,6 +207,18 @@ class Trajectory:
         """Number of steps."""
         return len(self.steps)
 
+    def injected_copy(self, source: Source, key: str = "", **info: Any) -> "Trajectory":
+        """This trajectory as an injected member of a later group (DART's pool, MobileRL's replay,
+        BEPA's cache): ``source`` set, a ``traj_id`` derived from (source, original id, ``key``)
+        so re-injecting it under the same key reuses one DataStore row, the original id in
+        ``info[f"{source}_origin"]`` plus ``info``; steps (token ids, behaviour log-probs,
+        entropies) unchanged."""
+        name = f"guigym/{source}/{self.traj_id}" + (f"/{key}" if key else "")
+        return Trajectory(traj_id=uuid.uuid5(uuid.NAMESPACE_OID, name).hex, run_id=self.run_id, task_id=self.task_id,
+                          seed=self.seed, group_id=self.group_id, steps=list(self.steps), reward=self.reward,
+                          success=self.success, source=source, guidance_level=self.guidance_level,
+                          info={**self.info, f"{source}_origin": self.traj_id, **info})
+
     @property
     def policy_version(self) -> int:
         """Oldest policy version that sampled any step (-1 for a trajectory without steps)."""

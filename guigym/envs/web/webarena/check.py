@@ -34,6 +34,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from guigym.core.errors import ConfigError, EnvInfraError, GuigymError, TaskSpecError
 from guigym.core.task import Task
+from guigym.envs.check_table import check_all, fmt_score
+from guigym.envs.check_table import exit_code as check_exit_code
 from guigym.envs.web.webarena.reference import FILE_NAME, ReferenceAgent, load_references
 
 
@@ -115,37 +117,21 @@ def run_check(config_file: str | Path, references: Mapping[int, Sequence[Any]], 
     from guigym.envs.web.webarena.env import WebArenaEnv
 
     env = WebArenaEnv(config_file=config_file, task_ids=task_ids, urls=urls, **env_kwargs)
-    rows: list[Row] = []
-    try:
-        for task in env.tasks:
-            config_id = task.extra["webarena_config"]["task_id"]
-            row = check_task(env, task, references.get(config_id))
-            rows.append(row)
-            if out is not None:
-                print(_line(row), file=out, flush=True)
-    finally:
-        env.close()
-    return rows
-
-
-def _fmt(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:g}"
+    return check_all(env, env.tasks,
+                     lambda task: check_task(env, task, references.get(task.extra["webarena_config"]["task_id"])),
+                     _line, out)
 
 
 _HEADER = f"{'task':<20} {'sites':<24} {'noop':>5} {'ref':>5} {'status':<10} {'secs':>6}  reason"
 
 
 def _line(row: Row) -> str:
-    return (f"{row.task:<20} {row.sites:<24} {_fmt(row.noop):>5} {_fmt(row.reference):>5} "
+    return (f"{row.task:<20} {row.sites:<24} {fmt_score(row.noop):>5} {fmt_score(row.reference):>5} "
             f"{row.status:<10} {row.seconds:>6.1f}  {row.reason}")
 
 
 def exit_code(rows: Sequence[Row]) -> int:
-    if any(r.status == "mismatch" for r in rows):
-        return 1
-    if any(r.status in ("infra", "unscorable") for r in rows):
-        return 2
-    return 0
+    return check_exit_code([r.status for r in rows], infra=("infra", "unscorable"))
 
 
 def _urls(items: Sequence[str]) -> dict[str, str]:
