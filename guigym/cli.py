@@ -17,7 +17,26 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 
-def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str]) -> list[str]:
+def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str],
+              env_opts: Optional[dict[str, object]] = None) -> list[str]:
+    if env_id == "WebArena-v0":
+        from guigym.core.errors import TaskSpecError
+        from guigym.envs.web.webarena.tasks import load_configs
+
+        config_file = (env_opts or {}).get("config_file")
+        if not config_file:
+            raise TaskSpecError("WebArena-v0 needs its task configs: --env-opt config_file=PATH (WebArena config JSON)")
+        files = [config_file] if isinstance(config_file, str) else list(config_file)  # type: ignore[arg-type]
+        known = [f"webarena.{c.task_id}" for f in files for c in load_configs(f)]
+        if not tasks:
+            return known
+        names = [t.strip() for t in tasks.split(",") if t.strip()]
+        # "12" and "webarena.12" both name config task_id 12
+        wanted = [n if n.startswith("webarena.") else f"webarena.{n}" for n in names]
+        missing = [n for n in wanted if n not in known]
+        if missing:
+            raise TaskSpecError(f"--tasks: no task config with id(s) {missing} in {config_file}")
+        return wanted
     if env_id == "OSWorld-v0":
         from guigym.envs.desktop.env import select_tasks as osworld_tasks
 
@@ -25,7 +44,7 @@ def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str]) -> list[s
         # eval sends task ids to the env, which resolves them in its own (embedded) suite
         return [t.id for t in osworld_tasks(tasks=names, suite="embedded" if names else (suite or "embedded"))]
     if env_id != "MiniWoB-v0":
-        raise SystemExit(f"error: unknown env {env_id!r}; available: MiniWoB-v0, OSWorld-v0")
+        raise SystemExit(f"error: unknown env {env_id!r}; available: MiniWoB-v0, OSWorld-v0, WebArena-v0")
     from guigym.envs.web.miniwob import select_tasks
 
     if tasks:
@@ -38,15 +57,16 @@ def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str]) -> list[s
     return [t.id for t in select_tasks(suite=suite or "all")]
 
 
-def _agent_opts(pairs: Optional[list[str]]) -> dict[str, object]:
-    """``["history=2", "dialect=uitars"]`` -> ``{"history": 2, "dialect": "uitars"}`` (JSON values, else strings)."""
+def _kv_opts(pairs: Optional[list[str]], flag: str = "--agent-opt") -> dict[str, object]:
+    """``--agent-opt``/``--env-opt`` values: ``["history=2", "dialect=uitars"]`` ->
+    ``{"history": 2, "dialect": "uitars"}`` (JSON values, else strings)."""
     import json
 
     opts: dict[str, object] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.isidentifier():
-            raise ValueError(f"--agent-opt wants KEY=VALUE, got {pair!r}")
+            raise ValueError(f"{flag} wants KEY=VALUE, got {pair!r}")
         try:
             opts[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -63,12 +83,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from guigym.eval.summary import render_table, summarize
 
     try:
-        task_ids = _task_ids(args.env, args.tasks, args.suite)
+        env_opts = _kv_opts(args.env_opt, "--env-opt")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        task_ids = _task_ids(args.env, args.tasks, args.suite, env_opts)
     except TaskSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        agent_opts = _agent_opts(args.agent_opt)
+        agent_opts = _kv_opts(args.agent_opt)
         make_agent(args.agent, seed=args.seed, **agent_opts)  # fail fast on a bad spec, before envs start
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
@@ -76,7 +101,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, OSError) as exc:
         print(f"error: agent {args.agent!r}: {exc}", file=sys.stderr)
         return 2
-    env_kwargs = {}
+    env_kwargs = dict(env_opts)
     if args.max_steps:
         env_kwargs["max_steps"] = args.max_steps
     config = EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=args.num_envs,
@@ -142,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--agent", default="random", help="agent spec: random, noop, oracle, or NAME:TARGET for agents that take one")
     e.add_argument("--agent-opt", action="append", metavar="KEY=VALUE",
                    help="agent constructor option, repeatable (e.g. history=2, dialect=uitars, max_new_tokens=64)")
+    e.add_argument("--env-opt", action="append", metavar="KEY=VALUE",
+                   help="env constructor option, repeatable, JSON values (e.g. for WebArena-v0: "
+                        "config_file=tasks.json, 'urls={\"shopping\": \"http://127.0.0.1:7770\"}')")
     e.add_argument("--num-envs", type=int, default=2, help="envs (worker processes) running in parallel")
     e.add_argument("--episodes", type=int, default=1, help="seeds per task")
     e.add_argument("--attempts", type=int, default=1, help="attempts per seed (for pass@k)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from guigym.cli import main
 from guigym.eval.runner import append_jsonl, read_jsonl
@@ -108,10 +109,10 @@ def test_eval_records_screen_changes_for_ror(tmp_path):
 
 def test_agent_options_reach_the_agent_and_bad_ones_are_refused(tmp_path, capsys):
     from guigym.agents import make_agent
-    from guigym.cli import _agent_opts
+    from guigym.cli import _kv_opts
 
-    assert _agent_opts(["platform=android", "seed=3"]) == {"platform": "android", "seed": 3}
-    agent = make_agent("random", **_agent_opts(["platform=android"]))
+    assert _kv_opts(["platform=android", "seed=3"]) == {"platform": "android", "seed": 3}
+    agent = make_agent("random", **_kv_opts(["platform=android"]))
     import numpy as np
 
     agent.reset({"seed": 0})
@@ -120,3 +121,29 @@ def test_agent_options_reach_the_agent_and_bad_ones_are_refused(tmp_path, capsys
     assert run_cli("--tasks", "click-test", "--agent", "random", "--agent-opt", "colour=red",
                    "--out", str(tmp_path / "z")) == 2
     assert "unexpected keyword argument 'colour'" in capsys.readouterr().err
+
+
+def test_eval_cli_runs_webarena_tasks_from_a_config_file(tmp_path, capsys):
+    """`guigym eval --env WebArena-v0 --env-opt config_file=... --env-opt urls=...` against the
+    loopback test shop: the chosen config tasks run and are scored (a no-op agent scores 0 and is
+    never counted as lost); missing or unknown task configs are refused with exit 2."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from webarena_site import TASKS_FILE, ShopSite
+
+    assert run_cli("--env", "WebArena-v0", "--agent", "noop", "--out", str(tmp_path / "x")) == 2
+    assert "--env-opt config_file=" in capsys.readouterr().err
+    assert run_cli("--env", "WebArena-v0", "--env-opt", f"config_file={TASKS_FILE}", "--tasks", "99",
+                   "--agent", "noop", "--out", str(tmp_path / "x")) == 2
+    assert "webarena.99" in capsys.readouterr().err
+    site = ShopSite()
+    try:
+        out = tmp_path / "run"
+        assert run_cli("--env", "WebArena-v0", "--env-opt", f"config_file={TASKS_FILE}",
+                       "--env-opt", json.dumps({"shopping": site.url}).join(["urls=", ""]), "--tasks", "1,webarena.2",
+                       "--agent", "noop", "--num-envs", "1", "--max-steps", "2", "--no-screenshots",
+                       "--out", str(out)) == 0
+    finally:
+        site.close()
+    records = read_jsonl(out / "results.jsonl")
+    assert sorted(r["task_id"] for r in records) == ["webarena.1", "webarena.2"]
+    assert all((r["status"], r["success"], r["score"]) == ("done", False, 0.0) for r in records), records
