@@ -21,18 +21,18 @@ def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str],
               env_opts: Optional[dict[str, object]] = None) -> list[str]:
     if env_id == "WebArena-v0":
         from guigym.core.errors import TaskSpecError
-        from guigym.envs.web.webarena.tasks import load_configs
+        from guigym.envs.web.webarena.tasks import load_configs, task_id
 
         config_file = (env_opts or {}).get("config_file")
         if not config_file:
             raise TaskSpecError("WebArena-v0 needs its task configs: --env-opt config_file=PATH (WebArena config JSON)")
         files = [config_file] if isinstance(config_file, str) else list(config_file)  # type: ignore[arg-type]
-        known = [f"webarena.{c.task_id}" for f in files for c in load_configs(f)]
+        known = [task_id(c.task_id) for f in files for c in load_configs(f)]
         if not tasks:
             return known
         names = [t.strip() for t in tasks.split(",") if t.strip()]
         # "12" and "webarena.12" both name config task_id 12
-        wanted = [n if n.startswith("webarena.") else f"webarena.{n}" for n in names]
+        wanted = [n if n.startswith("webarena.") else task_id(n) for n in names]
         missing = [n for n in wanted if n not in known]
         if missing:
             raise TaskSpecError(f"--tasks: no task config with id(s) {missing} in {config_file}")

@@ -200,11 +200,11 @@ def load_tasks(tasks: Any = None, config_file: Union[str, Path, Sequence[Union[s
     if not configs:
         raise ConfigError("WebArena-v0 needs tasks: pass config_file= (WebArena config JSON) or tasks=[{...}]")
     if wanted_ids:  # before resolving: sites of unselected tasks need no URL
-        known = {f"{suite}.{c.task_id}" for c, _ in configs}
+        known = {T.task_id(c.task_id, suite) for c, _ in configs}
         missing = [t for t in wanted_ids if t not in known]
         if missing:
             raise TaskSpecError(f"tasks: no task config with id(s) {missing} (ids look like '{suite}.<task_id>')")
-        configs = [(c, s) for c, s in configs if f"{suite}.{c.task_id}" in set(wanted_ids)]
+        configs = [(c, s) for c, s in configs if T.task_id(c.task_id, suite) in set(wanted_ids)]
     return [T.to_task(T.resolve_sites(c, urls), suite=suite, source=s, max_steps=max_steps) for c, s in configs]
 
 

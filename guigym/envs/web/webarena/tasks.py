@@ -278,6 +278,12 @@ def resolve_sites(config: WebArenaConfig, urls: Optional[Mapping[str, str]] = No
     return parse_config(sub(config.raw), source=f"task {config.task_id}")
 
 
+def task_id(config_task_id: Any, suite: str = "webarena") -> str:
+    """guigym's id of a config's ``task_id`` (``12`` -> ``"webarena.12"``): what ``Task.id``,
+    ``tasks=[ids]`` and ``guigym eval --tasks`` use."""
+    return f"{suite}.{config_task_id}"
+
+
 def to_task(config: WebArenaConfig, suite: str = "webarena", source: str = "",
             max_steps: int = 30) -> Task:
     """The platform-neutral :class:`~guigym.core.task.Task` for ``config``.
@@ -286,7 +292,7 @@ def to_task(config: WebArenaConfig, suite: str = "webarena", source: str = "",
     native format; ``max_steps`` defaults to WebArena's run.py ``--max_steps 30``.
     """
     return Task(
-        id=f"{suite}.{config.task_id}",
+        id=task_id(config.task_id, suite),
         instruction=config.intent,
         platform="web",
         suite=suite,
