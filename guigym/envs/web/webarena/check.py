@@ -1,15 +1,17 @@
 """``guigym tasks check --env WebArena-v0``: no-op scores 0, the reference solution scores 1.
 
-    guigym tasks check --env WebArena-v0 --tasks FILE [--references FILE] [--task ID ...]
-                       [--url SITE=URL ...] [--embedded fossil] [--evaluator webarena|webarena-lite]
+    guigym tasks check --env WebArena-v0 [--tasks FILE] [--references FILE] [--task ID ...]
+                       [--url SITE=URL ...] [--embedded NAME|all] [--evaluator webarena|webarena-lite]
                        [--max-steps N] [--json PATH]
 
 ``FILE`` is a WebArena config file (``test.raw.json`` format, unmodified); the reference
 solutions come from ``reference_solutions.json`` next to it unless ``--references`` names
 another file (format: reference.py). Site URLs: ``--url shopping=http://...`` over the ``WA_*``
-variables; ``--embedded fossil`` starts the embedded Fossil site (sites/fossil.py, the ``gitlab``
-key) in a temporary directory, restored to its seed at every reset. One env (one Chromium) runs every task in turn, each episode in a fresh browser
-context. Per task:
+variables; ``--embedded NAME`` starts an embedded site (sites/__init__.py, e.g. ``fossil`` for the
+``gitlab`` key) in a temporary directory, restored to its seed at every reset; without ``--tasks``
+the suites written for the named sites are checked (``--embedded all``: every site this machine
+can run). One env (one Chromium) per suite runs every task in turn, each episode in a fresh
+browser context. Per task:
 
 * no-op: reset, then ``stop []`` at once (no action, no answer) -> must score 0;
 * reference: :class:`~guigym.envs.web.webarena.reference.ReferenceAgent` plays the task's
@@ -26,7 +28,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from guigym.core.task import Task
 from guigym.envs.check_table import check_all, fmt_score
 from guigym.envs.check_table import exit_code as check_exit_code
 from guigym.envs.web.webarena.reference import FILE_NAME, ReferenceAgent, load_references
+from guigym.envs.web.webarena.sites import EMBEDDED, available
 
 
 @dataclass
@@ -146,15 +148,17 @@ def _urls(items: Sequence[str]) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="guigym tasks check --env WebArena-v0", description=__doc__.split("\n\n")[0])
-    p.add_argument("--tasks", required=True, metavar="FILE", help="WebArena config JSON (a list, one object, or .gz)")
+    p.add_argument("--tasks", default=None, metavar="FILE",
+                   help="WebArena config JSON (a list, one object, or .gz); default: the suites of --embedded")
     p.add_argument("--references", default=None, metavar="FILE",
                    help=f"reference solutions (default: {FILE_NAME} next to --tasks)")
     p.add_argument("--task", nargs="+", type=int, default=None, metavar="ID", help="only these task_ids")
     p.add_argument("--url", action="append", default=[], metavar="SITE=URL",
                    help="site base URL (shopping, shopping_admin, reddit, gitlab, wikipedia, map, homepage); "
                         "repeatable; default: the WA_* variables")
-    p.add_argument("--embedded", action="append", default=[], choices=["fossil"],
-                   help="start this embedded site for the check (its URL wins over --url); repeatable")
+    p.add_argument("--embedded", action="append", default=[], choices=[*EMBEDDED, "all"],
+                   help="start this embedded site (sites/__init__.py) for the check, restored to its seed at "
+                        "every reset; its URL wins over --url; 'all' = every one this machine can run; repeatable")
     p.add_argument("--evaluator", default="webarena", choices=["webarena", "webarena-lite"])
     p.add_argument("--max-steps", type=int, default=30, help="step budget of a reference episode")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
@@ -164,26 +168,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``guigym tasks check --env WebArena-v0``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    ref_path = Path(args.references) if args.references else Path(args.tasks).with_name(FILE_NAME)
-    sites: list[Any] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="guigym-sites-") as tmp:
-            try:
-                refs = load_references(ref_path)
-                urls = _urls(args.url)
-                for name in dict.fromkeys(args.embedded):
-                    from guigym.envs.web.webarena.sites.fossil import FossilSite
-
-                    site = FossilSite(Path(tmp) / name)
-                    sites.append(site)
-                    site.start()
-                print(_HEADER, flush=True)
-                t0 = time.perf_counter()
-                rows = run_check(args.tasks, refs, task_ids=args.task, urls=urls, out=sys.stdout,
-                                 evaluator=args.evaluator, max_steps=args.max_steps, embedded_sites=sites)
-            finally:
-                for site in sites:
-                    site.close()
+        names = _embedded(args.embedded)
+        if args.tasks is None and not names:
+            raise ConfigError("--tasks FILE is needed unless --embedded names the sites whose suites to check")
+        suites = [Path(args.tasks)] if args.tasks else [EMBEDDED[n].suite for n in names]
+        if args.references and len(suites) > 1:
+            raise ConfigError("--references goes with one --tasks file")
+        urls = _urls(args.url)
+        print(_HEADER, flush=True)
+        t0 = time.perf_counter()
+        rows: list[Row] = []
+        for suite in suites:
+            refs = load_references(Path(args.references) if args.references else suite.with_name(FILE_NAME))
+            rows += run_check(suite, refs, task_ids=args.task, urls=urls, out=sys.stdout, evaluator=args.evaluator,
+                              max_steps=args.max_steps, embedded=names or None)
     except GuigymError as e:
         print(f"guigym tasks check: {e}", file=sys.stderr)
         return 2
@@ -196,6 +195,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tmp.write_text(json.dumps([asdict(r) for r in rows], indent=1))
         os.replace(tmp, args.json)
     return exit_code(rows)
+
+
+def _embedded(given: Sequence[str]) -> list[str]:
+    """``--embedded`` values: site names, or ``all`` for every embedded site this machine runs."""
+    names: list[str] = []
+    for name in given:
+        names += available() if name == "all" else [name]
+    return list(dict.fromkeys(names))
 
 
 if __name__ == "__main__":  # pragma: no cover

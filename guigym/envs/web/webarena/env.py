@@ -1,5 +1,8 @@
 """``gym.make("WebArena-v0", config_file=..., urls={...})``: WebArena tasks in real Chromium.
 
+``gym.make("WebArena-v0")`` with nothing else starts the embedded sites this machine can run
+(sites/: real self-hosted applications on loopback) and runs the tasks written for them.
+
 One episode = one task config (``test.raw.json`` format, tasks.py), in a FRESH browser context:
 
 * ``reset``: placeholders were resolved at construction (``urls=`` or ``WA_*`` variables); the
@@ -28,6 +31,7 @@ One episode = one task config (``test.raw.json`` format, tasks.py), in a FRESH b
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
@@ -46,6 +50,7 @@ from guigym.envs.web.url_policy import UrlPolicy, origin_of
 from guigym.envs.web.webarena import tasks as T
 from guigym.envs.web.webarena.login import WEBARENA_ACCOUNTS, WEBARENA_LOGINS, LoginManager, LoginRecipe
 from guigym.envs.web.webarena.observation import AXTreeObserver, draw_marks
+from guigym.envs.web.webarena.sites import EMBEDDED, available, site_urls, spec, start_sites
 
 VIEWPORT = (1280, 720)  # WebArena's run.py --viewport_width/--viewport_height
 EVALUATORS = ("webarena", "webarena-lite")
@@ -221,6 +226,10 @@ class WebArenaEnv(GUIEnv):
         embedded_sites: started sites (e.g. ``sites.fossil.FossilSite``) with ``key``, ``url`` and
             ``reset()``; their URLs join ``urls`` and every ``reset`` restores their seed state
             first (the caller starts and closes them).
+        embedded: names of embedded sites (``sites.EMBEDDED``: ``"fossil"``, ...) or ``"all"`` (those
+            this machine can run) that the env starts on loopback, owns and closes; their suites
+            are the tasks unless ``tasks``/``config_file`` say otherwise. Given no tasks, config file,
+            URLs or sites at all, the env runs ``"all"``: ``gym.make("WebArena-v0")`` works offline.
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -239,11 +248,26 @@ class WebArenaEnv(GUIEnv):
                  logins: Optional[Mapping[str, LoginRecipe]] = None,
                  accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
                  judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False,
-                 embedded_sites: Sequence[Any] = ()) -> None:
-        # started embedded sites (sites/): their URLs, and their state is restored at every reset
-        self.embedded_sites = list(embedded_sites)
-        urls = {**{site.key: site.url for site in self.embedded_sites}, **dict(urls or {})}
-        loaded = load_tasks(tasks, config_file, task_ids, urls)
+                 embedded_sites: Sequence[Any] = (), embedded: Union[None, str, Sequence[str]] = None) -> None:
+        # embedded sites (sites/): the ones the caller started, plus those we start and own when
+        # asked (``embedded=``) or when given nothing to run (the built-in default)
+        self._owned_sites: list[Any] = []
+        self._sites_dir: Optional[tempfile.TemporaryDirectory[str]] = None
+        if embedded is None and tasks is None and config_file is None and not embedded_sites and not urls:
+            embedded = "all"
+        if embedded:
+            names = self._embedded_names(embedded)
+            self._sites_dir = tempfile.TemporaryDirectory(prefix="guigym-webarena-sites-")
+            self._owned_sites = start_sites(names, Path(self._sites_dir.name))
+            if config_file is None and not any(isinstance(t, Mapping) for t in (tasks or ())):
+                config_file = [EMBEDDED[n].suite for n in names]
+        self.embedded_sites = [*embedded_sites, *self._owned_sites]
+        urls = {**{k: v for site in self.embedded_sites for k, v in site_urls(site).items()}, **dict(urls or {})}
+        try:
+            loaded = load_tasks(tasks, config_file, task_ids, urls)
+        except BaseException:
+            self._close_sites()
+            raise
         super().__init__(loaded, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
                          info_timings=info_timings)
         self.urls = {**T.site_urls_from_env(), **dict(urls or {})}
@@ -260,7 +284,9 @@ class WebArenaEnv(GUIEnv):
         ))
         self.logins = LoginManager(
             run=self.controller.runtime.run, browser=lambda: self.controller.runtime.browser, urls=self.urls,
-            recipes=dict(WEBARENA_LOGINS if logins is None else logins),
+            # an embedded site brings the recipe for its own login page (``site.logins``)
+            recipes=dict(logins) if logins is not None else {
+                **WEBARENA_LOGINS, **{k: v for site in self.embedded_sites for k, v in getattr(site, "logins", {}).items()}},
             accounts={**WEBARENA_ACCOUNTS, **{k: dict(v) for k, v in (accounts or {}).items()}},
             probe_interval_s=login_probe_interval_s, timeout_s=load_timeout_s * 2,
         )
@@ -312,6 +338,10 @@ class WebArenaEnv(GUIEnv):
     def _start_episode(self, task: Task, seed: int) -> None:
         if self.embedded_sites:
             self.timings["site_reset_s"] = sum(site.reset() for site in self.embedded_sites)
+            for site in self.embedded_sites:
+                if getattr(site, "resets_sessions", False):  # the seed holds no login session
+                    for key in site_urls(site):
+                        self.logins.forget_site(key)
         cfg = self.config_of(task)
         starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
         policy = self.policy_for(task)
@@ -394,6 +424,31 @@ class WebArenaEnv(GUIEnv):
     def _episode_info(self) -> dict[str, Any]:
         return dict(self._obs_meta)
 
+    @staticmethod
+    def _embedded_names(embedded: Union[str, Sequence[str]]) -> list[str]:
+        if embedded == "all":
+            names = available()
+            if not names:
+                lacking = "; ".join(f"{n}: {', '.join(s.missing())} ({s.hint})" for n, s in EMBEDDED.items())
+                raise ConfigError("WebArena-v0 was given no tasks or URLs, so it runs its embedded sites, "
+                                  f"but none can run here: {lacking}")
+            return names
+        names = [embedded] if isinstance(embedded, str) else list(embedded)
+        for n in names:
+            spec(n)  # ConfigError naming an unknown site
+        return names
+
+    def _close_sites(self) -> None:
+        for site in self._owned_sites:
+            site.close()
+        self._owned_sites = []
+        if self._sites_dir is not None:
+            self._sites_dir.cleanup()
+            self._sites_dir = None
+
     def close(self) -> None:
-        self.controller.close()
-        super().close()
+        try:
+            self.controller.close()
+            super().close()
+        finally:
+            self._close_sites()

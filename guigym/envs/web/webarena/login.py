@@ -173,6 +173,13 @@ class LoginManager:
             else:
                 self._cache.pop(self.site_set(sites), None)
 
+    def forget_site(self, site: str) -> None:
+        """Drop every cached state that includes ``site`` (its sessions are gone, e.g. its
+        database was restored to the seed, which holds no session)."""
+        with self._lock:
+            for key in [k for k in self._cache if site in k]:
+                del self._cache[key]
+
     # -- browser work -----------------------------------------------------------------------------
     def _login(self, key: tuple[str, ...]) -> dict[str, Any]:
         self.stats["logins"] += 1

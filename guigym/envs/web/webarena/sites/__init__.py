@@ -1,1 +1,108 @@
-"""Embedded real sites for WebArena-v0 (docs/architecture.md, "WebArena embedded sites")."""
+"""Embedded sites: real self-hosted applications that WebArena-v0 starts when it is given no URLs.
+
+Each site is a class with one contract (see ``fossil.FossilSite``)::
+
+    site = SiteClass(workdir: Path)   # its own directory; ``site.key`` is the WebArena site key
+    site.start() -> str               # build the seed if missing, restore it, serve on 127.0.0.1
+    site.url                          # its base URL once started
+    site.urls                         # optional: key -> URL when it serves several site keys
+    site.logins                       # optional: key -> login.LoginRecipe for its own login page
+    site.resets_sessions              # optional: True when reset() logs everyone out (sessions
+                                      #   live in the restored database): the env logs in again
+    site.reset() -> float             # restore the seed state between requests; seconds taken
+    site.close()                      # stop the server (idempotent)
+
+:data:`EMBEDDED` names each site, the class, the suite of WebArena-format tasks written for it
+(``suite/<name>/tasks.json`` with ``reference_solutions.json`` beside it) and the programs it needs.
+"""
+from __future__ import annotations
+
+import importlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from guigym.core.errors import ConfigError
+
+SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
+
+
+@dataclass(frozen=True)
+class EmbeddedSite:
+    """Where an embedded site's code, tasks and requirements are.
+
+    Attributes:
+        name: what ``--embedded`` and ``embedded=`` call it.
+        target: ``"module:Class"`` of the site class (imported only when the site is used).
+        programs: executables it needs on PATH (the install hint names the Debian package).
+        modules: Python modules it needs (the ``web-sites`` extra).
+        hint: how to install what is missing.
+    """
+
+    name: str
+    target: str
+    programs: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    hint: str = "scripts/install.sh"
+
+    @property
+    def suite(self) -> Path:
+        return SUITE_DIR / self.name / "tasks.json"
+
+    def missing(self) -> list[str]:
+        """What this machine lacks to run the site (empty when it can run)."""
+        out = [p for p in self.programs if shutil.which(p) is None]
+        for mod in self.modules:
+            try:
+                importlib.import_module(mod)
+            except ImportError:
+                out.append(f"python module {mod}")
+        return out
+
+    def load(self) -> type:
+        module, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+EMBEDDED: dict[str, EmbeddedSite] = {
+    "fossil": EmbeddedSite("fossil", "guigym.envs.web.webarena.sites.fossil:FossilSite", programs=("fossil",),
+                           hint="Debian package 'fossil' (scripts/install.sh)"),
+}
+
+
+def spec(name: str) -> EmbeddedSite:
+    if name not in EMBEDDED:
+        raise ConfigError(f"embedded: no embedded site named {name!r}; known: {sorted(EMBEDDED)}")
+    return EMBEDDED[name]
+
+
+def available(names: Optional[Iterable[str]] = None) -> list[str]:
+    """The embedded sites (of ``names``, default all) this machine can run."""
+    return [n for n in (names if names is not None else EMBEDDED) if not spec(n).missing()]
+
+
+def site_urls(site: Any) -> dict[str, str]:
+    """Site key -> base URL of a started site: its ``urls`` mapping when it serves several keys
+    (a shop and its admin dashboard), else ``{site.key: site.url}``."""
+    urls = getattr(site, "urls", None)
+    return dict(urls) if urls else {site.key: site.url}
+
+
+def start_sites(names: Sequence[str], workdir: Path) -> list[Any]:
+    """Start the named sites, each in ``workdir/<name>``; all or none (a failure closes the rest)."""
+    started: list[Any] = []
+    try:
+        for name in names:
+            s = spec(name)
+            lacking = s.missing()
+            if lacking:
+                raise ConfigError(f"embedded site {name!r} needs {', '.join(lacking)}: {s.hint}")
+            site = s.load()(Path(workdir) / name)
+            started.append(site)
+            site.start()
+    except BaseException:
+        for site in started:
+            site.close()
+        raise
+    return started

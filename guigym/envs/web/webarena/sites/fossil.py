@@ -25,9 +25,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.envs.web.webarena.login import LoginRecipe
 
 #: (title, type, status, priority): the ticket table of the seed
 TICKETS: tuple[tuple[str, str, str, str], ...] = (
@@ -52,6 +53,11 @@ USERS: tuple[tuple[str, str, str, str], ...] = (
     ("bob", "bob12345", "jnrw", "bob@example.com"),
 )
 PROJECT_NAME = "Orbit"
+#: Fossil's login form (``/login``: fields ``u`` and ``p``, button ``in``); ``/setup`` is the probe:
+#: a logged-out browser is redirected from it to ``/login?g=setup``. WebArena's ``gitlab`` account
+#: (byteblaze / hello1234) is the seeded admin.
+LOGINS = {"gitlab": LoginRecipe("/login", (("css:#u", "username"), ("css:#p", "password")), "css:input[name=in]",
+                                "/setup")}
 
 
 def _free_port() -> int:
@@ -74,6 +80,9 @@ class FossilSite:
                  start_timeout_s: float = 20.0) -> None:
         self.workdir = Path(workdir)
         self.key = key
+        self.logins = {key: LOGINS["gitlab"]}
+        #: Fossil keeps login sessions in the repository's user table, so a reset logs everyone out
+        self.resets_sessions = True
         self.binary = shutil.which(binary) or ""
         if not self.binary:
             raise ConfigError(f"the Fossil site needs the {binary!r} program (Debian package 'fossil', "
@@ -183,7 +192,3 @@ class FossilSite:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def start_sites(sites: Sequence[FossilSite]) -> dict[str, str]:
-    """Start ``sites``; site key -> base URL (the env's ``urls=``)."""
-    return {s.key: s.start() for s in sites}

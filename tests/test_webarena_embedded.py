@@ -1,0 +1,80 @@
+"""The built-in default of WebArena-v0: with no tasks or URLs it starts the embedded sites it can
+run (sites/__init__.py), owns them, runs their suites, and closes them with the env; each env of a
+vector env has its own site set."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+
+import gymnasium as gym
+import pytest
+
+import guigym  # noqa: F401 - registers the envs
+from guigym.core.errors import ConfigError
+from guigym.envs.web.webarena import sites as S
+
+needs_fossil = pytest.mark.skipif(shutil.which("fossil") is None,
+                                  reason="the Fossil site needs the 'fossil' program (Debian package, scripts/install.sh)")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@needs_fossil
+def test_make_with_nothing_starts_the_embedded_sites_and_runs_their_suites():
+    expected = set()
+    for name in S.available():
+        expected |= {f"webarena.{c['task_id']}" for c in json.loads(S.EMBEDDED[name].suite.read_text())}
+    env = gym.make("WebArena-v0")
+    inner = env.unwrapped
+    try:
+        assert {t.id for t in inner.tasks} == expected
+        fossil = next(s for s in inner.embedded_sites if s.key == "gitlab")
+        assert fossil.url.startswith("http://127.0.0.1:") and inner.urls["gitlab"] == fossil.url
+        obs, _ = env.reset(options={"task": "webarena.1001"})
+        assert "Slow search on large repositories" in obs["a11y"]
+        _, reward, terminated, _, _ = env.step("stop [Fixed]")
+        assert terminated and reward == 1.0
+        url = fossil.url
+    finally:
+        env.close()
+    assert not _answers(f"{url}/home")  # the env stopped the server it started
+
+
+@needs_fossil
+def test_vector_envs_get_isolated_site_sets():
+    vec = gym.make_vec("WebArena-v0", num_envs=2, vectorization_mode="sync", embedded=["fossil"])
+    try:
+        a, b = (e.unwrapped.embedded_sites[0] for e in vec.envs)
+        assert a.url != b.url and a.workdir != b.workdir
+        vec.reset(options={"task": "webarena.1001"})
+        subprocess.run([a.binary, "ticket", "add", "title", "Only in the first site", "status", "Open",
+                        "-R", str(a.live)], env=a._env(), check=True, capture_output=True)
+        obs, *_ = vec.step([f"goto [{a.url}/rptview?rn=1]", f"goto [{b.url}/rptview?rn=1]"])
+        assert "Only in the first site" in obs["a11y"][0]
+        assert "Only in the first site" not in obs["a11y"][1]
+    finally:
+        vec.close()
+
+
+def test_unknown_embedded_site_is_named():
+    with pytest.raises(ConfigError, match=r"no embedded site named 'gitlab-ce'.*fossil"):
+        gym.make("WebArena-v0", embedded=["gitlab-ce"])
+
+
+def test_missing_program_is_named_not_scored(monkeypatch):
+    monkeypatch.setitem(S.EMBEDDED, "fossil", S.EmbeddedSite("fossil", S.EMBEDDED["fossil"].target,
+                                                             programs=("no-such-fossil-binary",), hint="apt install fossil"))
+    with pytest.raises(ConfigError, match="no-such-fossil-binary.*apt install fossil"):
+        gym.make("WebArena-v0", embedded=["fossil"])
+    if not S.available():
+        with pytest.raises(ConfigError, match="none can run here.*no-such-fossil-binary"):
+            gym.make("WebArena-v0")
