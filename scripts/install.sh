@@ -16,8 +16,9 @@ APT_PKGS="chromium fonts-dejavu-core fonts-liberation"
 # which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
 # the packages above with --no-install-recommends.
 DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86"
-# WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl)
-WEBARENA_SITE_PKGS="fossil"
+# WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl);
+# kiwix-tools = kiwix-serve 3.3.0, the wiki server WebArena's wikipedia site runs
+WEBARENA_SITE_PKGS="fossil kiwix-tools"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -37,5 +38,5 @@ TORCH_VERSION="2.13.0"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" >/dev/null 2>&1; then
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
-"$PY" -m pip install -q -e ".[test,train,desktop,postgres]"
+"$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites]"
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"

@@ -68,6 +68,9 @@ class EmbeddedSite:
 EMBEDDED: dict[str, EmbeddedSite] = {
     "fossil": EmbeddedSite("fossil", "guigym.envs.web.webarena.sites.fossil:FossilSite", programs=("fossil",),
                            hint="Debian package 'fossil' (scripts/install.sh)"),
+    "kiwix": EmbeddedSite("kiwix", "guigym.envs.web.webarena.sites.kiwix:KiwixSite", programs=("kiwix-serve",),
+                          modules=("libzim",), hint="Debian package 'kiwix-tools' and pip install guigym[web-sites] "
+                                                    "(scripts/install.sh)"),
 }
 
 
