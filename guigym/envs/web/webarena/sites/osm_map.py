@@ -1,0 +1,116 @@
+"""The embedded map (WebArena's ``map`` key): map_app.py over real OpenStreetMap data of central
+Helsinki (osm_data.py), served on loopback by its own process.
+
+The app is read-only (search, place pages, directions), so :meth:`MapSite.reset` has nothing to
+restore. Its URLs follow OpenStreetMap.org's (``/search?query=``, ``/node/<id>``,
+``/directions?engine=fossgis_osrm_foot&route=LAT,LON;LAT,LON``), which WebArena's map tasks
+compare with ``url_match``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional, Union
+
+from guigym.core.errors import EnvInfraError
+from guigym.envs.web.webarena.sites.osm_data import pbf_path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MapSite:
+    """The map app on 127.0.0.1 (see the module docstring).
+
+    Args:
+        workdir: the site's own directory (created; the app's working directory).
+        key: the WebArena site key it stands for (default ``map``).
+        pbf: the OpenStreetMap extract (default: osm_data's cached Helsinki file).
+        start_timeout_s: how long the app may take to load the data and answer.
+    """
+
+    def __init__(self, workdir: Union[str, Path], key: str = "map", pbf: Optional[Path] = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self.workdir = Path(workdir)
+        self.key = key
+        self.pbf = Path(pbf) if pbf is not None else pbf_path()
+        self.start_timeout_s = float(start_timeout_s)
+        self.port: Optional[int] = None
+        self._proc: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise EnvInfraError("the map site is not started")
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> str:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for _ in range(3):  # the port may be taken between choosing and binding it
+            self.port = _free_port()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "guigym.envs.web.webarena.sites.map_app", "--pbf", str(self.pbf),
+                 "--port", str(self.port)],
+                # only what Python needs: no host secrets reach the app
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir), "LANG": "C.UTF-8",
+                     "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            if self._wait_ready():
+                return self.url
+            err = self._stderr()
+            self.close()
+            if err:
+                raise EnvInfraError(f"the map app failed to start: {err}")
+        raise EnvInfraError(f"the map app did not answer on 127.0.0.1 within {self.start_timeout_s:.0f} s")
+
+    def _stderr(self) -> str:
+        proc = self._proc
+        if proc is None or proc.poll() is None or proc.stderr is None:
+            return ""
+        return proc.stderr.read().decode(errors="replace")[-500:]
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"{self.url}/search?query=", timeout=2) as r:
+                    if r.status == 200:
+                        return True
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)
+        return False
+
+    def reset(self) -> float:
+        """Nothing to restore: the app is read-only."""
+        return 0.0
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait(timeout=10)
+            if proc.stderr is not None:
+                proc.stderr.close()
+
+    def __enter__(self) -> "MapSite":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
