@@ -17,8 +17,12 @@ Each site is a class with one contract (see ``fossil.FossilSite``)::
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -39,6 +43,9 @@ class EmbeddedSite:
         modules: Python modules it needs (the ``web-sites`` extra).
         hint: how to install what is missing.
         data: a callable listing missing data files (e.g. the map's OpenStreetMap extract).
+        cached_build: modules whose source defines the seed; when given, the built site directory
+            is kept in :func:`build_cache_dir` under a hash of their source and copied for every new
+            site, so a slow build (migrations, seeding) happens once per code version, not per env.
     """
 
     name: str
@@ -47,6 +54,7 @@ class EmbeddedSite:
     modules: tuple[str, ...] = ()
     hint: str = "scripts/install.sh"
     data: Optional[Callable[[], list[str]]] = None
+    cached_build: tuple[str, ...] = ()
 
     @property
     def suite(self) -> Path:
@@ -55,10 +63,8 @@ class EmbeddedSite:
     def missing(self) -> list[str]:
         """What this machine lacks to run the site (empty when it can run)."""
         out = [p for p in self.programs if shutil.which(p) is None]
-        for mod in self.modules:
-            try:
-                importlib.import_module(mod)
-            except ImportError:
+        for mod in self.modules:  # found, not imported: some (Django apps) need settings to import
+            if importlib.util.find_spec(mod) is None:
                 out.append(f"python module {mod}")
         if self.data is not None:
             out += self.data()
@@ -75,6 +81,11 @@ EMBEDDED: dict[str, EmbeddedSite] = {
     "kiwix": EmbeddedSite("kiwix", "guigym.envs.web.webarena.sites.kiwix:KiwixSite", programs=("kiwix-serve",),
                           modules=("libzim",), hint="Debian package 'kiwix-tools' and pip install guigym[web-sites] "
                                                     "(scripts/install.sh)"),
+    "spirit": EmbeddedSite("spirit", "guigym.envs.web.webarena.sites.spirit:SpiritSite",
+                           modules=("spirit", "gunicorn", "haystack", "whoosh"),
+                           cached_build=("guigym.envs.web.webarena.sites.spirit",
+                                         "guigym.envs.web.webarena.sites.spirit_seed"),
+                           hint="pip install guigym[web-sites] (scripts/install.sh)"),
     "map": EmbeddedSite("map", "guigym.envs.web.webarena.sites.osm_map:MapSite", modules=("osmium", "networkx"),
                         data=lambda: _osm_missing(),
                         hint="pip install guigym[web-sites], then python -m guigym.envs.web.webarena.sites.osm_data "
@@ -106,6 +117,44 @@ def site_urls(site: Any) -> dict[str, str]:
     return dict(urls) if urls else {site.key: site.url}
 
 
+def build_cache_dir() -> Path:
+    """``$GUIGYM_DATA_DIR/webarena-sites`` or ``~/.cache/guigym/webarena-sites``."""
+    base = os.environ.get("GUIGYM_DATA_DIR") or str(Path.home() / ".cache" / "guigym")
+    return Path(base) / "webarena-sites"
+
+
+def _source_hash(modules: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for mod in modules:
+        found = importlib.util.find_spec(mod)
+        if found is None or found.origin is None:
+            raise ConfigError(f"cached_build: no module {mod!r}")
+        h.update(Path(found.origin).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def prepare_workdir(s: EmbeddedSite, workdir: Path) -> None:
+    """Fill ``workdir`` with the site's built seed from the cache, building it there first (into a
+    scratch directory renamed into place, so concurrent envs never see half a build)."""
+    if not s.cached_build:
+        return
+    root = build_cache_dir()
+    built = root / f"{s.name}-{_source_hash(s.cached_build)}"
+    if not built.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{s.name}-", dir=root))
+        try:
+            s.load()(scratch / "site").build()
+            try:
+                os.rename(scratch / "site", built)
+            except OSError:  # another process built it first: keep theirs
+                if not built.exists():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(built, workdir, symlinks=True)
+
+
 def start_sites(names: Sequence[str], workdir: Path) -> list[Any]:
     """Start the named sites, each in ``workdir/<name>``; all or none (a failure closes the rest)."""
     started: list[Any] = []
@@ -115,6 +164,7 @@ def start_sites(names: Sequence[str], workdir: Path) -> list[Any]:
             lacking = s.missing()
             if lacking:
                 raise ConfigError(f"embedded site {name!r} needs {', '.join(lacking)}: {s.hint}")
+            prepare_workdir(s, Path(workdir) / name)
             site = s.load()(Path(workdir) / name)
             started.append(site)
             site.start()

@@ -1,0 +1,96 @@
+#!/usr/bin/env python
+"""WebArena-v0's embedded sites: cold start, per-episode reset, against WebArena's docker reset.
+
+Usage::
+
+    python bench/webarena_sites.py                 # every embedded site this machine can run, 10 resets
+    python bench/webarena_sites.py --sites fossil map --resets 20 --json /tmp/sites.json
+
+What is measured, per site (sites/__init__.py), in one sitting:
+
+* ``build``: creating the seed from nothing (Fossil repository, ZIM file, ...) in a fresh directory;
+* ``start``: starting the server on the built seed until its first page answers;
+* ``site reset``: ``site.reset()`` alone (the seed restored between requests, no restart);
+* ``env reset``: ``WebArenaEnv.reset`` on the site's first task, which includes the site reset, a
+  fresh browser context, any login, opening the start URLs and the first observation (median).
+
+The peer: WebArena resets its sites by stopping, removing and re-creating their docker containers,
+which its README and issues put at 3-5 minutes per reset (webarena#88, #206); nothing here can run
+those images (no Docker engine), so that figure is stated, not measured, and the ratio printed is
+180 s (the low end) / our median env reset.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from guigym.envs.web.webarena import sites as S  # noqa: E402
+
+WEBARENA_DOCKER_RESET_S = 180.0  # low end of the 3-5 min WebArena's users report (stated, not measured)
+
+
+def measure(name: str, resets: int) -> dict[str, Any]:
+    from guigym.envs.web.webarena.env import WebArenaEnv
+
+    spec = S.spec(name)
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        site = spec.load()(Path(tmp) / name)
+        t0 = time.perf_counter()
+        if hasattr(site, "build"):
+            site.build()
+        build_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        site.start()
+        start_s = time.perf_counter() - t0
+        try:
+            site_resets = [site.reset() for _ in range(resets)]
+            first = json.loads(spec.suite.read_text())[0]["task_id"]
+            env = WebArenaEnv(config_file=spec.suite, embedded_sites=[site])
+            try:
+                env_resets = []
+                for _ in range(resets + 1):
+                    t0 = time.perf_counter()
+                    env.reset(options={"task": f"webarena.{first}"})
+                    env_resets.append(time.perf_counter() - t0)
+                env_resets = env_resets[1:]  # the first one also starts Chromium
+            finally:
+                env.close()
+        finally:
+            site.close()
+    med = statistics.median(env_resets)
+    return {"site": name, "build_s": build_s, "start_s": start_s,
+            "site_reset_ms": 1000 * statistics.median(site_resets), "env_reset_ms": 1000 * med,
+            "env_reset_p90_ms": 1000 * sorted(env_resets)[int(0.9 * (len(env_resets) - 1))],
+            "vs_docker_reset": WEBARENA_DOCKER_RESET_S / med}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sites", nargs="*", default=None, help="default: every embedded site this machine can run")
+    p.add_argument("--resets", type=int, default=10)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    names = args.sites or S.available()
+    rows = [measure(n, args.resets) for n in names]
+    print(f"{'site':<8} {'build s':>8} {'start s':>8} {'site reset ms':>14} {'env reset ms':>13} {'p90 ms':>8} "
+          f"{'x docker reset':>15}")
+    for r in rows:
+        print(f"{r['site']:<8} {r['build_s']:>8.2f} {r['start_s']:>8.2f} {r['site_reset_ms']:>14.2f} "
+              f"{r['env_reset_ms']:>13.0f} {r['env_reset_p90_ms']:>8.0f} {r['vs_docker_reset']:>15.0f}")
+    print(f"peer: WebArena's docker reset, {WEBARENA_DOCKER_RESET_S:.0f} s (3-5 min stated by its users; not "
+          "measured here: no Docker engine)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
