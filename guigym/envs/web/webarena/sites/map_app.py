@@ -155,7 +155,7 @@ class MapData:
         return {"m": sum(e["m"] for e in edges), "s": sum(e["s"] for e in edges), "streets": streets,
                 "line": [self.coords[n] for n in path]}
 
-    def search(self, query: str, limit: int = 50) -> list[Place]:
+    def search(self, query: str, limit: int = 200) -> list[Place]:
         """Places whose name contains ``query`` or whose kind equals it (case-insensitive), by name."""
         q = query.strip().lower()
         if not q:
