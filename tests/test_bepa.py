@@ -1,5 +1,6 @@
-"""BEPA LEVEL-2 cache (issue 14, item 3, partial; BEPA sec. 4, eqs. 2-4): seeding from D_self,
-rule-U refresh, replacement of only the first failed trajectory and only on total failure."""
+"""BEPA (issue 14, item 3; BEPA sec. 4, eqs. 1-4): LEVEL-1 plan abstraction and plan-conditioned
+self-rolls (D_self) and the LEVEL-2 cache: seeding, rule-U refresh, replacement of only the first
+failed trajectory and only on total failure, replay without the plan."""
 from __future__ import annotations
 
 import json
@@ -60,9 +61,117 @@ def test_cache_seeded_refreshed_and_replaces_only_the_first_failure_on_total_fai
         g, = b2([Group("b1", "B", b_fail)], ctx=ctx(1, store, run))
         assert g.trajectories[0].info["cache_origin"] == b.cache["B"]
         assert [t.source for t in g.trajectories] == ["cache", "on_policy", "on_policy"]
-        # a D_self trajectory collected with a plan is refused, not replayed with its plan
+        # a D_self trajectory collected with a plan but without its plain prompts is refused when it
+        # would be replayed, never trained with its plan
         store.add_trajectories(seed_run, [traj("D", True, seed_run, guidance=1)])
-        with pytest.raises(ValueError, match="guidance level 1"):
-            GROUP_BUILDERS.build("bepa_cache", seed_run_id=seed_run)([], ctx=ctx(0, store, run))
+        d_fail = [traj("D", False, run) for _ in range(2)]
+        store.add_trajectories(run, d_fail)
+        with pytest.raises(ValueError, match="guidance level 1 but step 0 has no unguided_prompt_ids"):
+            GROUP_BUILDERS.build("bepa_cache", seed_run_id=seed_run)([Group("d", "D", d_fail)], ctx=ctx(0, store, run))
     finally:
         store.close()
+
+
+def guided(task: str, success: bool, run_id: str) -> Trajectory:
+    """A LEVEL-1 self-roll: prompt [1, 9, 9, 2] carried the plan, [1, 2] is the same prompt without it."""
+    steps = [Step(prompt_ids=[1, 9, 9, 2], response_ids=[3], rollout_logprobs=[-0.4], policy_version=0,
+                  info={"unguided_prompt_ids": [1, 2]})]
+    return Trajectory(traj_id=uuid.uuid4().hex, run_id=run_id, task_id=task, seed=0, group_id="g", steps=steps,
+                      reward=float(success), success=success, guidance_level=1,
+                      info={"guidance": {"text": "Plan:\n1. click the button 'OK'", "level": 1, "source": "bepa_plan"}})
+
+
+def test_level1_self_rolls_seed_the_cache_leave_the_group_and_are_replayed_without_the_plan(tmp_path):
+    store = DataStore.for_run_dir(str(tmp_path))
+    try:
+        run = store.start_run("train")
+        b = GROUP_BUILDERS.build("bepa_cache")
+        self_roll = guided("A", True, run)
+        fails = [traj("A", False, run) for _ in range(3)]
+        store.add_trajectories(run, [self_roll] + fails)
+        g, = b([Group("a", "A", [self_roll] + fails)], ctx=ctx(0, store, run))
+        # eq. 2: the plan-conditioned success is E_x; it is not a sample of pi(.|x), so it left the group,
+        # and the unguided members all failed, so eq. 3 replaced the first of them with E_x at once
+        assert b.cache["A"] == self_roll.traj_id
+        assert [t.source for t in g.trajectories] == ["cache", "on_policy", "on_policy"]
+        replay = g.trajectories[0]
+        assert [t.traj_id for t in g.trajectories[1:]] == [t.traj_id for t in fails[1:]]
+        # "under the original instruction x without the plan": the plain prompt, the same response and
+        # the behaviour log-probs recorded when it was generated (under the plan; eq. 5's ratio corrects)
+        assert replay.steps[0].prompt_ids == [1, 2] and replay.steps[0].response_ids == [3]
+        assert replay.steps[0].rollout_logprobs == [-0.4] and replay.guidance_level == 0
+        assert "unguided_prompt_ids" not in replay.steps[0].info
+        assert self_roll.steps[0].prompt_ids == [1, 9, 9, 2]  # the stored original is untouched
+        # an unguided success wins rule U over D_self
+        win = traj("A", True, run)
+        store.add_trajectories(run, [win, guided("A", True, run)])
+        b([Group("a2", "A", [win, fails[0]])], ctx=ctx(1, store, run))
+        assert b.cache["A"] == win.traj_id
+    finally:
+        store.close()
+
+
+def test_plan_abstraction_names_elements_by_role_and_name_never_by_id():
+    from guigym.train.algorithms.bepa_plans import abstract_plan
+
+    page = ('<a11y><node id="7" role="textbox" name="Username"/><node id="8" role="button" name="Log in"/>'
+            '<node id="9" role="checkbox" name=""/></a11y>')
+    plan = abstract_plan([({"name": "fill", "element": "7", "text": "ada"}, page),
+                          ({"name": "wait", "seconds": 0.2}, page),
+                          ({"name": "click", "element": "9"}, page),
+                          ({"name": "click", "element": "8"}, page),
+                          ({"name": "done"}, page)])
+    assert plan == "Plan:\n1. fill 'ada' into the textbox 'Username'\n2. click the checkbox\n3. click the button 'Log in'"
+    assert abstract_plan([({"name": "done"}, page)]) == ""
+
+
+def test_bepa_recipe_runs_level1_self_rolls_from_oracle_plans_end_to_end(tmp_path):
+    """recipes/bepa_miniwob_tiny.yaml shortened, in real Chromium: the oracle's plans condition the
+    first members of each group; every guided step keeps the plain prompt (the same prompt without
+    the plan) and guided members are never trained; any cache replay trains the plain prompt."""
+    pytest.importorskip("transformers")
+    import sqlite3
+    from pathlib import Path
+
+    import yaml
+
+    from transformers import AutoTokenizer
+
+    from guigym.train.config import from_dict
+    from guigym.train.loop import Trainer
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((root / "recipes" / "bepa_miniwob_tiny.yaml").read_text())
+    cfg["run"].update(dir=str(tmp_path / "run"), iterations=2)
+    cfg["env"].update(tasks=["click-button", "enter-text"])
+    cfg["rollout"].update(num_generations=4, groups_per_iteration=2)
+    cfg["algorithm"]["plugin_options"]["bepa_plan"].update(members=2, until_cached=False)
+    Trainer(from_dict(cfg), log=lambda m: None).run()
+
+    db = sqlite3.connect(tmp_path / "run" / "guigym.db")
+    (run_id,) = db.execute("select distinct run_id from trajectories").fetchone()
+    trained = {r[0] for r in db.execute("select distinct traj_id from sample_usage")}
+    db.close()
+    store = DataStore.for_run_dir(str(tmp_path / "run"))
+    try:
+        trajs = {t.traj_id: t for t in store.get_trajectories(run_id)}
+    finally:
+        store.close()
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "init_model"))
+    guided = [t for t in trajs.values() if t.guidance_level > 0]
+    assert guided and all(t.source == "on_policy" for t in guided)
+    for t in guided:
+        g = t.info["guidance"]
+        assert g["source"] == "bepa_plan" and g["text"].startswith("Plan:\n1. ")
+        assert "element" not in g["text"] and "[" not in g["text"]  # roles and names, never ids
+        for step in t.steps:
+            full, plain = step.prompt_ids, step.info["unguided_prompt_ids"]
+            assert len(plain) < len(full)
+            assert g["text"] in tok.decode(full) and g["text"] not in tok.decode(plain)
+    assert not trained & {t.traj_id for t in guided}  # D_self is not a sample of pi(.|x)
+    for t in trajs.values():
+        if t.source == "cache":
+            origin = trajs[t.info["cache_origin"]]
+            assert [s.prompt_ids for s in t.steps] == [s.info.get("unguided_prompt_ids") or s.prompt_ids
+                                                      for s in origin.steps]
+            assert t.guidance_level == 0

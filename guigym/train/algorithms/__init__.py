@@ -43,7 +43,7 @@ from guigym.train.algorithms.registry import (
 )
 
 # paper plug-ins register themselves in the registries above on import
-from guigym.train.algorithms import adagrpo, bepa, dart  # noqa: E402,F401
+from guigym.train.algorithms import adagrpo, bepa, bepa_plans, dart  # noqa: E402,F401
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "CONDITIONERS", "POLICY_LOSSES", "ROLLOUT_PLANNERS", "TASK_SOURCES",

@@ -68,6 +68,9 @@ class Prompt:
     images: list[np.ndarray]
     candidates: Optional[list[str]]
     env_mask: list[int]
+    #: stepwise with guidance: the same prompt without the guidance text (BEPA eq. 3 replays a
+    #: plan-conditioned trajectory "under the original instruction without the plan")
+    unguided_ids: Optional[list[int]] = None
 
     @property
     def response_spans(self) -> list[tuple[int, int]]:
@@ -210,9 +213,8 @@ class EpisodePrompts:
         shot = obs.get("screenshot")
         if shot is not None:
             self.screens.append(np.asarray(shot))
-        instruction = str(obs.get("instruction") or self.instruction)
-        if self.guidance:
-            instruction = f"{instruction}\n{self.guidance}"
+        plain = str(obs.get("instruction") or self.instruction)
+        instruction = f"{plain}\n{self.guidance}" if self.guidance else plain
         h, w = (self.screens[-1].shape[:2] if self.screens else ("", ""))
         values = {"instruction": instruction, "a11y": b.a11y_text(obs), "width": w, "height": h,
                   "history": "\n".join(self.actions[-b.max_history:]) if b.max_history else ""}
@@ -221,14 +223,20 @@ class EpisodePrompts:
         if b.mode == "stepwise" or not self.ids:
             k = b.history_images if b.mode == "stepwise" else min(1, b.history_images)
             images = self.screens[-k:] if k and self.screens else []
-            text = b.template.safe_substitute({n: str(v) for n, v in values.items()})
-            content = [{"type": "text", "text": text}] + [{"type": "image"} for _ in images]
-            enc = b.policy.encode(b.policy.tokenizer.apply_chat_template(
-                [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True), images)
+
+            def encode(vals: dict[str, Any]) -> list[int]:
+                text = b.template.safe_substitute({n: str(v) for n, v in vals.items()})
+                content = [{"type": "text", "text": text}] + [{"type": "image"} for _ in images]
+                return list(b.policy.encode(b.policy.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True),
+                    images).prompt_ids)
+
+            ids = encode(values)
+            unguided = encode({**values, "instruction": plain}) if self.guidance and b.mode == "stepwise" else None
             if b.mode == "multiturn":
-                self.ids, self.mask, self.images = list(enc.prompt_ids), [1] * len(enc.prompt_ids), list(images)
+                self.ids, self.mask, self.images = list(ids), [1] * len(ids), list(images)
             self._last_response = False
-            return Prompt(list(enc.prompt_ids), list(images), cands, [1] * len(enc.prompt_ids))
+            return Prompt(list(ids), list(images), cands, [1] * len(ids), unguided_ids=unguided)
         if not self._last_response:
             raise RuntimeError("multiturn: add_response() must be called before the next prompt()")
         images = self.screens[-1:] if b.history_images and self.screens else []

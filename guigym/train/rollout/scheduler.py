@@ -327,6 +327,8 @@ class RolloutScheduler:
             info: dict[str, Any] = {"finish_reason": res.finish_reason}
             if self.builder.mode == "multiturn":
                 info["response_spans"] = [list(s) for s in p.response_spans]
+            if p.unguided_ids is not None:  # BEPA eq. 3 trains the same step under the plain instruction
+                info["unguided_prompt_ids"] = list(p.unguided_ids)
             run.steps.append(Step(prompt_ids=list(p.prompt_ids), response_ids=list(res.response_ids),
                                   rollout_logprobs=list(res.logprobs), policy_version=int(res.policy_version),
                                   image_refs=[self._ref(run, im) for im in p.images], action_text=res.text,
