@@ -175,3 +175,47 @@ def test_bepa_recipe_runs_level1_self_rolls_from_oracle_plans_end_to_end(tmp_pat
             assert [s.prompt_ids for s in t.steps] == [s.info.get("unguided_prompt_ids") or s.prompt_ids
                                                       for s in origin.steps]
             assert t.guidance_level == 0
+
+
+def test_plan_file_expert_reads_offline_plans_and_names_bad_lines(tmp_path):
+    from guigym.train.algorithms.bepa_plans import PlanFileExpert
+
+    f = tmp_path / "plans.jsonl"
+    f.write_text('{"task_id": "os-1", "plan": "Plan:\\n1. open the terminal"}\n\n'
+                 '{"task_id": "os-1", "seed": 7, "plan": "Plan:\\n1. open the settings"}\n')
+    e = PlanFileExpert(str(f))
+    assert e.plan("os-1", 7) == "Plan:\n1. open the settings"      # the seed's own plan wins
+    assert e.plan("os-1", 0) == "Plan:\n1. open the terminal"      # else the task's plan
+    assert e.plan("os-2", 0) is None
+    f.write_text('{"task_id": "os-1", "plan": "x"}\n{"task_id": "os-2"}\n')
+    with pytest.raises(ValueError, match=r"plans.jsonl:2: needs string fields 'task_id' and 'plan'"):
+        PlanFileExpert(str(f))
+    f.write_text('{"task_id": "os-1", "plan": "x", "seed": "3"}\n')
+    with pytest.raises(ValueError, match=r"plans.jsonl:1: 'seed' must be an int"):
+        PlanFileExpert(str(f))
+    with pytest.raises(ValueError, match="cannot read"):
+        PlanFileExpert(str(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.parametrize("name", ["bepa_miniwob_tiny", "bepa_osworld_uitars7b"])
+def test_bepa_recipes_build_their_plugins_with_the_paper_values(name, tmp_path):
+    from pathlib import Path
+
+    from guigym.train.config import load_recipe
+    from guigym.train.loop import Trainer
+
+    root = Path(__file__).resolve().parents[1]
+    over = [f"run.dir={tmp_path}"]
+    if name == "bepa_osworld_uitars7b":  # the recipe names the user's plan file; give it one
+        (tmp_path / "plans.jsonl").write_text('{"task_id": "t", "plan": "Plan:\\n1. x"}\n')
+        over.append(f"algorithm.plugin_options.bepa_plan.expert_options.path={tmp_path / 'plans.jsonl'}")
+        cfg = load_recipe(root / "recipes" / f"{name}.yaml", over)
+        assert (cfg.rollout.num_generations, cfg.env.max_steps, cfg.optim.learning_rate) == (8, 15, 1e-6)
+        assert (cfg.algorithm.epsilon, cfg.algorithm.epsilon_high, cfg.algorithm.beta) == (0.2, 0.3, 0.0)
+    else:
+        cfg = load_recipe(root / "recipes" / f"{name}.yaml", over)
+        assert cfg.rollout.num_generations == 8
+    t = Trainer(cfg, log=lambda m: None)
+    t.build_plugins()
+    assert [n for n, _ in t.conditioner.members] == ["bepa_plan"]
+    assert [n for n, _ in t.group_builder.members] == ["default", "bepa_cache"]

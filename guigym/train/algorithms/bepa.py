@@ -59,8 +59,10 @@ def cache_copy(t: Trajectory, iteration: int) -> Trajectory:
 @GROUP_BUILDERS.register("bepa_cache")
 class BEPACache(Plugin):
     """BEPA LEVEL-2 (eqs. 2-3): per-task cache E_x seeded from D_self (run ``seed_run_id``; "" =
-    empty), refreshed with a random on-policy success of each group (rule U); on a group's total
-    failure the first failed trajectory is replaced by E_x. State: the cache (task -> traj id)."""
+    empty) and from this run's plan-conditioned successes (``bepa_plan`` members, which leave the
+    trained group), refreshed with a random on-policy success of each group (rule U); on a group's
+    total failure the first failed trajectory is replaced by E_x under the plain instruction.
+    State: the cache (task -> traj id)."""
 
     def __init__(self, seed_run_id: str = "") -> None:
         self.seed_run_id = seed_run_id

@@ -17,12 +17,16 @@ plan (eq. 3). Here:
   task has a success (from then on bepa_cache's rule U holds an E_x for it); the prompt builder appends it to the instruction and also records
   the prompt without it (``Step.info["unguided_prompt_ids"]``), which is what LEVEL-2 trains on.
 
-Other expert sources (desktop reference solutions, a replay directory, a stronger model behind an
-OpenAI-compatible endpoint) plug in as any object with ``plan(task_id, seed) -> Optional[str]``.
+* :class:`PlanFileExpert` (``expert: plan_file``) reads plans written offline (JSONL), e.g. BEPA's
+  own setting: Agent S2's OSWorld traces abstracted once by GPT-4o.
+
+Other expert sources (desktop reference solutions, a stronger model behind an OpenAI-compatible
+endpoint) plug in as any object with ``plan(task_id, seed) -> Optional[str]``.
 """
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from lxml import etree
@@ -131,15 +135,54 @@ class MiniWoBOracleExpert:
             self._env = None
 
 
-EXPERTS = {"miniwob_oracle": MiniWoBOracleExpert}
+class PlanFileExpert:
+    """Plans written offline, one JSON object per line: ``{"task_id": ..., "plan": ...}`` with an
+    optional ``"seed"`` (a plan without one serves every seed of its task; OSWorld tasks have one
+    instance each). This is how BEPA's own setting plugs in: Agent S2's successful OSWorld traces
+    abstracted by GPT-4o (phi) into plans, stored once. Unknown tasks get no plan."""
+
+    def __init__(self, path: str) -> None:
+        import json
+
+        self.path = str(path)
+        self.plans: dict[tuple[str, Optional[int]], str] = {}
+        try:
+            lines = Path(self.path).read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise ValueError(f"bepa_plan: expert_options.path: cannot read {self.path!r}: {e}") from e
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"bepa_plan: {self.path}:{n}: not JSON ({e.msg})") from e
+            if not isinstance(rec, dict) or not isinstance(rec.get("task_id"), str) or \
+                    not isinstance(rec.get("plan"), str) or not rec["plan"].strip():
+                raise ValueError(f"bepa_plan: {self.path}:{n}: needs string fields 'task_id' and 'plan'")
+            seed = rec.get("seed")
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+                raise ValueError(f"bepa_plan: {self.path}:{n}: 'seed' must be an int, got {seed!r}")
+            self.plans[(rec["task_id"], seed)] = rec["plan"].strip()
+
+    def plan(self, task_id: str, seed: int) -> Optional[str]:
+        return self.plans.get((task_id, int(seed))) or self.plans.get((task_id, None))
+
+    def close(self) -> None:
+        return None
+
+
+EXPERTS = {"miniwob_oracle": MiniWoBOracleExpert, "plan_file": PlanFileExpert}
 
 
 @CONDITIONERS.register("bepa_plan")
 class BEPAPlan(Plugin):
     """BEPA LEVEL-1 (sec. 4.1, eq. 1): the expert's plan p_x = phi(tau^E) on the first ``members``
     rollouts of each group, during the first ``level1_iterations`` iterations (0 = no limit) and,
-    with ``until_cached``, until the task has a success in a finished iteration. ``expert``: ``miniwob_oracle`` (options in ``expert_options``). State: the iteration
-    count seen and the tasks whose plans were used."""
+    with ``until_cached``, until the task has a success in a finished iteration. ``expert``:
+    ``miniwob_oracle`` (plays the rollout's task and seed; option ``max_steps``) or ``plan_file``
+    (option ``path``: JSONL of offline plans); options in ``expert_options``. State: how often each
+    task's plan was used."""
 
     def __init__(self, expert: str = "miniwob_oracle", expert_options: Optional[Mapping[str, Any]] = None,
                  members: int = 1, level1_iterations: int = 0, until_cached: bool = True) -> None:
