@@ -206,14 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--suite", default=None, help="MiniWoB: all | flight | oracle (default all); OSWorld: embedded")
     t.set_defaults(func=cmd_tasks)
 
-    # These two own their flags (see their --help); main() hands them the rest of argv.
+    # These own their flags (see their --help); main() hands them the rest of argv.
     sub.add_parser("train", help="GRPO-family training from a YAML recipe (see 'guigym train --help')", add_help=False)
+    sub.add_parser("doctor", help="what this machine has and lacks for each env and the trainer, with install hints "
+                                  "(see 'guigym doctor --help')", add_help=False)
     return p
 
 
 # Subcommands whose argument parsers live next to their code.
 _DELEGATED = {
     ("train",): ("guigym.train.loop", "main"),
+    ("doctor",): ("guigym.doctor", "main"),
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
 }
 #: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
