@@ -135,6 +135,23 @@ def test_bwrap_argv_isolates_by_default(tmp_path):
     assert "--unshare-net" not in bwrap_argv(spec)
 
 
+def test_a_hidden_package_inside_a_kept_interpreter_tree_is_hidden_after_that_bind(tmp_path):
+    """guigym installed into the venv whose python the sandbox keeps (found by tests/test_wheel.py):
+    the venv is bound back in, so the package dir inside it (task files with answers) must be
+    covered after that bind; covering it before would be undone by the bind."""
+    venv, pkg = "/tmp/v/env", "/tmp/v/env/lib/python3.11/site-packages/guigym"
+    spec = SandboxSpec(
+        home_dir=tmp_path / "h", tmp_dir=tmp_path / "t", zone_tmp_dir=tmp_path / "z", run_dir=tmp_path / "r",
+        server_dir=tmp_path, bin_dir=tmp_path, init_script=tmp_path / "i", template_dir=tmp_path,
+        passwd_file=tmp_path / "p", group_file=tmp_path / "g", command=["/bin/true"],
+        hide=[Path("/work/secret"), Path(pkg)], ro_binds=[(Path(venv), venv)])
+    argv = bwrap_argv(spec)
+    bind_at = max(i for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 2] == venv)
+    covers = [i for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 1] == pkg]
+    assert covers and all(i > bind_at for i in covers)
+    assert argv.index("/work/secret") < argv.index(str(tmp_path / "h"))  # others still before the binds
+
+
 def test_display_locks_are_exclusive():
     a, b = DisplayLock(), DisplayLock()
     try:

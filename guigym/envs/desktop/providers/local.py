@@ -404,6 +404,12 @@ class LocalProvider(Provider):
                            *self.extra_hide])
         if not (_under(root, "/tmp") or _under(root, "/var/tmp")):  # covered by private tmpfs
             hide = [*hide, root]  # other sandboxes' dirs (tokens, HOMEs)
+        if self._run_as is not None:
+            # what the unprivileged uid cannot traverse to is out of its sight already, and bwrap,
+            # running as that uid, could not mount over it (unless a bind below re-exposes it:
+            # bwrap_argv hides those again after the binds)
+            hide = [h for h in hide if _world_traversable(h.parent) or any(
+                _under(h, prefix) for prefix in {sys.prefix, sys.base_prefix})]
         ro_binds = list(self.ro_binds)
         tmp_keep: list[str] = []
         for prefix in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(python))}:
@@ -419,6 +425,12 @@ class LocalProvider(Provider):
         cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds])
         _write_private(run / "config.json", json.dumps(cfg, indent=1))
         aliases: list[Path] = []
+        server_dir = SERVER_DIR if SERVER_DIR.is_dir() else run / "logs"
+        bin_dir, init_script = SANDBOX_BIN_DIR, INIT_SCRIPT
+        if self._run_as is not None and not all(map(_world_traversable, (server_dir, bin_dir, init_script))):
+            # guigym installed where the unprivileged uid cannot reach (a venv under /root, a 0700
+            # directory): the sandbox gets a copy of the files it runs, staged in its own state dir
+            server_dir, bin_dir, init_script = _stage_package_files(self.state_dir / "pkg", server_dir)
         if self._run_as is not None:
             _chown_tree(self.state_dir, *self._run_as)
             # what the unprivileged uid cannot traverse to (e.g. an interpreter under /root) is
@@ -431,8 +443,7 @@ class LocalProvider(Provider):
         spec = SandboxSpec(
             home_dir=self.home_dir, tmp_dir=self.state_dir / "tmp", zone_tmp_dir=self.state_dir / "zone-tmp",
             run_dir=run,
-            server_dir=SERVER_DIR if SERVER_DIR.is_dir() else run / "logs",
-            bin_dir=SANDBOX_BIN_DIR, init_script=INIT_SCRIPT, template_dir=template,
+            server_dir=server_dir, bin_dir=bin_dir, init_script=init_script, template_dir=template,
             passwd_file=self.state_dir / "etc/passwd", group_file=self.state_dir / "etc/group",
             command=[SYSTEM_PYTHON, "-I", SANDBOX_INIT, f"{SANDBOX_RUN}/config.json"],
             env=self._sandbox_env(python), network=self.network, hostname=self.hostname,
@@ -721,6 +732,17 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+def _stage_package_files(dest: Path, server_dir: Path) -> tuple[Path, Path, Path]:
+    """Copies of the in-desktop server, the PATH shims (modes kept) and the sandbox init script
+    under ``dest``: (server dir, bin dir, init script)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    server = Path(shutil.copytree(server_dir, dest / "server", ignore=ignore, dirs_exist_ok=True))
+    shims = Path(shutil.copytree(SANDBOX_BIN_DIR, dest / "sandbox_bin", ignore=ignore, dirs_exist_ok=True))
+    init = Path(shutil.copy2(INIT_SCRIPT, dest / INIT_SCRIPT.name))
+    return server, shims, init
 
 
 def _world_traversable(path: Path) -> bool:

@@ -111,8 +111,14 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
             "--tmpfs", "/run", "--tmpfs", "/var/tmp", "--tmpfs", "/home"]
     if not spec.network:
         argv.append("--unshare-net")
+    binds = [Path(inside) for _, inside in spec.ro_binds]
+
+    def under_bind(path: Path) -> bool:
+        return any(Path(path) == b or b in Path(path).parents for b in binds)
+
     for path in spec.hide:  # before the binds below, which may live under a hidden path
-        argv += ["--tmpfs", str(path)]
+        if not under_bind(path):
+            argv += ["--tmpfs", str(path)]
     argv += [
         "--bind", str(spec.home_dir), SANDBOX_HOME,
         "--bind", str(spec.tmp_dir), "/tmp",
@@ -130,6 +136,11 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--ro-bind", str(host), inside]
     for fd, inside in spec.ro_bind_fds:
         argv += ["--ro-bind-fd", str(fd), inside]
+    # a hidden path inside a bound tree (guigym installed into the venv whose interpreter the
+    # sandbox keeps) is hidden after the bind, on top of it: hiding it first would be undone
+    for path in spec.hide:
+        if under_bind(path):
+            argv += ["--tmpfs", str(path)]
     if spec.info_fd is not None:
         argv += ["--info-fd", str(spec.info_fd)]
     argv.append("--clearenv")
