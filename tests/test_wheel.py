@@ -70,6 +70,9 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_its_own_files(tmp_path
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     wheels, sdists = list(dist.glob("guigym-*.whl")), list(dist.glob("guigym-*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1
+    import guigym  # the version comes from one place, guigym/__init__.py
+
+    assert wheels[0].name.startswith(f"guigym-{guigym.__version__}-")
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
@@ -89,7 +92,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_its_own_files(tmp_path
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, p.stdout[-3000:] + p.stderr[-3000:]
     out = json.loads(line[len("RESULT "):])
-    assert out["file"].startswith(str(purelib))
+    assert out["file"].startswith(str(purelib)) and out["version"] == guigym.__version__
     assert out["miniwob_reward"] > 0
     assert out["desktop"] == [0, 0.0, 1.0, 0.0], out
     if shutil.which("fossil"):
