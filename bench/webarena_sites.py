@@ -12,7 +12,9 @@ What is measured, per site (sites/__init__.py), in one sitting:
 * ``start``: starting the server on the built seed until its first page answers;
 * ``site reset``: ``site.reset()`` alone (the seed restored between requests, no restart);
 * ``env reset``: ``WebArenaEnv.reset`` on the site's first task, which includes the site reset, a
-  fresh browser context, any login, opening the start URLs and the first observation (median).
+  fresh browser context, any login, opening the start URLs and the first observation (median),
+  with ``--think-ms`` (default 500) of idle time between resets standing for the agent's turn, in
+  which the env prewarms the next episode's blank context (``--no-prewarm`` turns that off).
 
 The peer: WebArena resets its sites by stopping, removing and re-creating their docker containers,
 which its README and issues put at 3-5 minutes per reset (webarena#88, #206); nothing here can run
@@ -38,7 +40,7 @@ from guigym.envs.web.webarena import sites as S  # noqa: E402
 WEBARENA_DOCKER_RESET_S = 180.0  # low end of the 3-5 min WebArena's users report (stated, not measured)
 
 
-def measure(name: str, resets: int) -> dict[str, Any]:
+def measure(name: str, resets: int, think_ms: float = 500.0, prewarm: bool = True) -> dict[str, Any]:
     from guigym.envs.web.webarena.env import WebArenaEnv
 
     spec = S.spec(name)
@@ -54,13 +56,14 @@ def measure(name: str, resets: int) -> dict[str, Any]:
         try:
             site_resets = [site.reset() for _ in range(resets)]
             first = json.loads(spec.suite.read_text())[0]["task_id"]
-            env = WebArenaEnv(config_file=spec.suite, embedded_sites=[site])
+            env = WebArenaEnv(config_file=spec.suite, embedded_sites=[site], prewarm=prewarm)
             try:
                 env_resets = []
                 for _ in range(resets + 1):
                     t0 = time.perf_counter()
                     env.reset(options={"task": f"webarena.{first}"})
                     env_resets.append(time.perf_counter() - t0)
+                    time.sleep(think_ms / 1000)  # the agent's turn
                 env_resets = env_resets[1:]  # the first one also starts Chromium
             finally:
                 env.close()
@@ -77,15 +80,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sites", nargs="*", default=None, help="default: every embedded site this machine can run")
     p.add_argument("--resets", type=int, default=10)
+    p.add_argument("--think-ms", type=float, default=500.0, help="idle time between resets (the agent's turn)")
+    p.add_argument("--no-prewarm", action="store_true", help="build each episode's context inside its reset")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     names = args.sites or S.available()
-    rows = [measure(n, args.resets) for n in names]
+    rows = [measure(n, args.resets, args.think_ms, not args.no_prewarm) for n in names]
     print(f"{'site':<8} {'build s':>8} {'start s':>8} {'site reset ms':>14} {'env reset ms':>13} {'p90 ms':>8} "
           f"{'x docker reset':>15}")
     for r in rows:
         print(f"{r['site']:<8} {r['build_s']:>8.2f} {r['start_s']:>8.2f} {r['site_reset_ms']:>14.2f} "
               f"{r['env_reset_ms']:>13.0f} {r['env_reset_p90_ms']:>8.0f} {r['vs_docker_reset']:>15.0f}")
+    print(f"think time {args.think_ms:.0f} ms between resets; prewarm {'off' if args.no_prewarm else 'on'}; "
+          f"load {os.getloadavg()[0]:.1f}")
     print(f"peer: WebArena's docker reset, {WEBARENA_DOCKER_RESET_S:.0f} s (3-5 min stated by its users; not "
           "measured here: no Docker engine)")
     if args.json:

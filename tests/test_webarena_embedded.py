@@ -78,3 +78,26 @@ def test_missing_program_is_named_not_scored(monkeypatch):
     if not S.available():
         with pytest.raises(ConfigError, match="none can run here.*no-such-fossil-binary"):
             gym.make("WebArena-v0")
+
+
+@needs_fossil
+def test_the_next_episode_runs_in_the_blank_context_prewarmed_after_the_reset():
+    from guigym.envs.web.controller import _BLANK
+    from guigym.envs.web.webarena.env import WebArenaEnv
+
+    env = WebArenaEnv(embedded=["fossil"])
+    try:
+        ctl = env.controller
+        env.reset(options={"task": "webarena.1001"})
+        first = ctl.episode.context
+        assert ctl._next_key == _BLANK
+        prewarmed, _ = ctl._next.result(timeout=60)
+        assert prewarmed is not first
+        obs, _ = env.reset(options={"task": "webarena.1001"})
+        assert ctl.episode.context is prewarmed and "Slow search on large repositories" in obs["a11y"]
+        # a login task needs its storage state at context creation: the blank one is not used
+        spare, _ = ctl._next.result(timeout=60)
+        obs, _ = env.reset(options={"task": "webarena.1015"})
+        assert ctl.episode.context is not spare and "byteblaze" in obs["a11y"]
+    finally:
+        env.close()

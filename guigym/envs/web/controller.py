@@ -81,6 +81,10 @@ class WebControllerConfig:
     element_center: Optional[Callable[[Any, Any, str], Awaitable[tuple[float, float]]]] = None
 
 
+#: ``_next_key`` of a blank prewarmed context (no URL, no policy yet)
+_BLANK: Any = ("<blank>", None)
+
+
 class _Episode:
     """One episode's browser context: its tabs, which one the agent sees, and its URL policy.
 
@@ -231,14 +235,17 @@ class WebController:
                 made = fut.result(timeout=self.config.load_timeout_s)
             except Exception:  # noqa: BLE001 - a failed prewarm is simply rebuilt below
                 made = None
-            # a context built for another URL, or by a browser that has since crashed and been
-            # relaunched by ensure_started() above, is of no use
-            stale = made is not None and (made.context.browser is not self.runtime.browser
-                                          or made.task_page.is_closed())
-            if made is not None and (next_key != (url, policy) or stale or context_options):
-                if not stale:
-                    self._retired.append(made.context)
-                made = None
+            if next_key == _BLANK and made is not None:
+                made = self._finish_blank(made, url, policy, context_options)
+            else:
+                # a context built for another URL, or by a browser that has since crashed and been
+                # relaunched by ensure_started() above, is of no use
+                stale = made is not None and (made.context.browser is not self.runtime.browser
+                                              or made.task_page.is_closed())
+                if made is not None and (next_key != (url, policy) or stale or context_options):
+                    if not stale:
+                        self._retired.append(made.context)
+                    made = None
         if made is None:
             made = self.runtime.run(self._make_page(url, policy, context_options), self.config.load_timeout_s,
                                     f"opening {url}")
@@ -251,6 +258,50 @@ class WebController:
             return False
         ep.prune()
         return ep.tabs == [ep.task_page] and ep.task_page.url.split("#")[0] == url.split("#")[0]
+
+    async def _make_blank(self) -> tuple[Any, Any]:
+        """A fresh context with one blank tab (its renderer started, ~250 ms on 2 cores) and the
+        a11y script installed; no URL policy yet, and nothing loaded."""
+        w, h = self.config.window or self.config.viewport
+        ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+        ctx.set_default_timeout(self.config.call_timeout_s * 1000)
+        await ctx.add_init_script(_A11Y_JS)
+        return ctx, await ctx.new_page()
+
+    def _finish_blank(self, made: tuple[Any, Any], url: str, policy: UrlPolicy,
+                      context_options: Optional[dict[str, Any]]) -> Optional[_Episode]:
+        """The episode on a blank prewarmed context: its policy routed in, then ``url`` opened.
+        None when it cannot serve (context options needed, a relaunched browser, a closed tab)."""
+        ctx, page = made
+        if ctx.browser is not self.runtime.browser or page.is_closed() or context_options:
+            if ctx.browser is self.runtime.browser:
+                self._retired.append(ctx)
+            return None
+
+        async def go() -> _Episode:
+            ep = _Episode(ctx, policy)
+            await ctx.route(policy.blocked_regex(), ep.abort)  # before anything loads
+            ep.adopt(page)
+            ep.task_page = page
+            await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
+            ep.cdps[page] = await ctx.new_cdp_session(page)
+            return ep
+
+        return self.runtime.run(go(), self.config.load_timeout_s, f"opening {url}")
+
+    def prewarm_blank(self) -> None:
+        """Close retired contexts and build a blank context + tab for the next episode in the
+        background, for envs whose next URL or site state is not known yet (WebArena-v0: the site
+        is restored at the next reset, so its page cannot be loaded ahead). :meth:`open` uses it
+        unless that episode needs context options (a login's storage state, geolocation)."""
+        if not self.runtime.alive:
+            return
+        for ctx in self._retired:
+            self.runtime.submit(self._discard(ctx))
+        self._retired.clear()
+        if self._next is None:
+            self._next_key = _BLANK
+            self._next = self.runtime.submit(self._make_blank())
 
     def prewarm(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
         """Close retired contexts and build the next episode's context for ``url`` in the background.

@@ -230,6 +230,9 @@ class WebArenaEnv(GUIEnv):
             this machine can run) that the env starts on loopback, owns and closes; their suites
             are the tasks unless ``tasks``/``config_file`` say otherwise. Given no tasks, config file,
             URLs or sites at all, the env runs ``"all"``: ``gym.make("WebArena-v0")`` works offline.
+        prewarm: build the next episode's browser context and tab in the background after each
+            reset (a fresh, blank context: isolation is unchanged; not used for episodes that
+            need a login's storage state or a geolocation).
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -248,7 +251,9 @@ class WebArenaEnv(GUIEnv):
                  logins: Optional[Mapping[str, LoginRecipe]] = None,
                  accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
                  judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False,
-                 embedded_sites: Sequence[Any] = (), embedded: Union[None, str, Sequence[str]] = None) -> None:
+                 embedded_sites: Sequence[Any] = (), embedded: Union[None, str, Sequence[str]] = None,
+                 prewarm: bool = True) -> None:
+        self.prewarm = bool(prewarm)
         # embedded sites (sites/): the ones the caller started, plus those we start and own when
         # asked (``embedded=``) or when given nothing to run (the built-in default)
         self._owned_sites: list[Any] = []
@@ -358,7 +363,14 @@ class WebArenaEnv(GUIEnv):
             self._nav.attach(context)
 
         self.controller.runtime.run(attach(), self.controller.config.call_timeout_s, "watching navigations")
-        self.controller.discard_retired()
+
+    def _after_reset(self) -> None:
+        # the next episode's context and tab (renderer start) are built while the agent acts; its
+        # page cannot be: the site is restored only at that reset
+        if self.prewarm:
+            self.controller.prewarm_blank()
+        else:
+            self.controller.discard_retired()
 
     def _observe(self) -> dict[str, Any]:
         o = self.controller.observe()
