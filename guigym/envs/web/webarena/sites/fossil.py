@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,6 +27,7 @@ from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
 from guigym.envs.web.webarena.login import LoginRecipe
+from guigym.envs.web.webarena.sites._process import free_port, kill_group
 
 #: (title, type, status, priority): the ticket table of the seed
 TICKETS: tuple[tuple[str, str, str, str], ...] = (
@@ -58,12 +57,6 @@ PROJECT_NAME = "Orbit"
 #: (byteblaze / hello1234) is the seeded admin.
 LOGINS = {"gitlab": LoginRecipe("/login", (("css:#u", "username"), ("css:#p", "password")), "css:input[name=in]",
                                 "/setup")}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class FossilSite:
@@ -145,7 +138,7 @@ class FossilSite:
             self.build()
         self.reset()
         for _ in range(3):  # the port may be taken between choosing and binding it
-            self.port = _free_port()
+            self.port = free_port()
             self._proc = subprocess.Popen(
                 [self.binary, "server", "--localhost", "--port", str(self.port), str(self.live)],
                 env=self._env(), cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -178,12 +171,7 @@ class FossilSite:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        kill_group(proc)
 
     def __enter__(self) -> "FossilSite":
         self.start()

@@ -17,8 +17,6 @@ import html
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.envs.web.webarena.sites._process import free_port, kill_group
 
 BOOK = "guigym_wiki_en"
 SEED = 20261124
@@ -100,12 +99,6 @@ def articles(seed: int = SEED) -> dict[str, tuple[str, str]]:
     rivers = "".join(f"<li><a href=\"{r}_River\">{r} River</a></li>" for r in _RIVERS)
     out["Landing"] = ("Landing", _page("Town wiki", f"<h2>Towns</h2><ul>{listing}</ul><h2>Rivers</h2><ul>{rivers}</ul>"))
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class KiwixSite:
@@ -183,7 +176,7 @@ class KiwixSite:
         if not self.zim.exists():
             self.build()
         for _ in range(3):  # the port may be taken between choosing and binding it
-            self.port = _free_port()
+            self.port = free_port()
             self._proc = subprocess.Popen(
                 [self.binary, "--address", "127.0.0.1", "--port", str(self.port), "--threads", "2", str(self.zim)],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir), "LANG": "C.UTF-8"},
@@ -212,12 +205,7 @@ class KiwixSite:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        kill_group(proc)
 
     def __enter__(self) -> "KiwixSite":
         self.start()

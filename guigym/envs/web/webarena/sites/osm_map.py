@@ -9,8 +9,6 @@ compare with ``url_match``.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,12 +19,7 @@ from typing import Optional, Union
 
 from guigym.core.errors import EnvInfraError
 from guigym.envs.web.webarena.sites.osm_data import pbf_path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from guigym.envs.web.webarena.sites._process import free_port, kill_group
 
 
 class MapSite:
@@ -57,7 +50,7 @@ class MapSite:
     def start(self) -> str:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for _ in range(3):  # the port may be taken between choosing and binding it
-            self.port = _free_port()
+            self.port = free_port()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "guigym.envs.web.webarena.sites.map_app", "--pbf", str(self.pbf),
                  "--port", str(self.port)],
@@ -98,15 +91,9 @@ class MapSite:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            proc.wait(timeout=10)
-            if proc.stderr is not None:
-                proc.stderr.close()
+        kill_group(proc)
+        if proc is not None and proc.stderr is not None:
+            proc.stderr.close()
 
     def __enter__(self) -> "MapSite":
         self.start()

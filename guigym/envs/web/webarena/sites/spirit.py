@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +27,7 @@ from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
 from guigym.envs.web.webarena.login import LoginRecipe
+from guigym.envs.web.webarena.sites._process import free_port, kill_group
 
 PROJECT = "forum_project"
 #: Spirit's login form (``/user/login/``: "Username or Email", "Password", button "Login"); the
@@ -132,12 +131,6 @@ application = get_wsgi_application()
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class SpiritSite:
     """The seeded forum served on loopback (see the module docstring).
 
@@ -211,7 +204,7 @@ class SpiritSite:
             self.build()
         self.reset()
         for _ in range(3):  # the port may be taken between choosing and binding it
-            self.port = _free_port()
+            self.port = free_port()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}", "--workers", "1",
                  "--threads", "4", "--worker-class", "gthread", "--access-logfile", "-", "--error-logfile", "-",
@@ -246,12 +239,7 @@ class SpiritSite:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        kill_group(proc)
 
     def __enter__(self) -> "SpiritSite":
         self.start()
