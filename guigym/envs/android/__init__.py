@@ -1,0 +1,1 @@
+"""Android environments: device layer, observations, AndroidLab / AndroidWorld tasks."""
