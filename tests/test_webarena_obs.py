@@ -196,6 +196,49 @@ def test_one_observation_is_a_fixed_number_of_browser_calls(env, site, monkeypat
     assert big.count("Accessibility.getFullAXTree") == 1 and len(big) <= 5, big
 
 
+@pytest.mark.parametrize("refusals", [2, 99])
+def test_a_refused_capture_is_retried_then_falls_back(env, site, monkeypatch, refusals):
+    """Chromium answers "Unable to capture screenshot" when the compositor has no frame yet (seen
+    under CI load right after a navigation): a few refusals are retried, a persistent one falls
+    back to Playwright's capture; either way the observation is the page, not EnvInfraError."""
+    from playwright.async_api import CDPSession, Error
+
+    env.reset()
+    want = env.controller.observe().screenshot
+    send, refused = CDPSession.send, []
+
+    async def refusing_send(self, method, params=None):
+        if method == "Page.captureScreenshot" and len(refused) < refusals:
+            refused.append(method)
+            raise Error("Protocol error (Page.captureScreenshot): Unable to capture screenshot")
+        return await send(self, method, params)
+
+    monkeypatch.setattr(CDPSession, "send", refusing_send)
+    got = env.controller.observe().screenshot
+    monkeypatch.setattr(CDPSession, "send", send)
+    assert len(refused) == min(refusals, 4)  # the first try and three retries at most
+    assert got.shape == want.shape and np.abs(got.astype(int) - want.astype(int)).mean() < 1.0
+
+
+def test_other_capture_errors_stay_infrastructure_failures(env, site, monkeypatch):
+    from playwright.async_api import CDPSession, Error
+
+    from guigym.core.errors import EnvInfraError
+
+    env.reset()
+    send = CDPSession.send
+
+    async def broken_send(self, method, params=None):
+        if method == "Page.captureScreenshot":
+            raise Error("Protocol error (Page.captureScreenshot): Target closed")
+        return await send(self, method, params)
+
+    monkeypatch.setattr(CDPSession, "send", broken_send)
+    with pytest.raises(EnvInfraError, match="Target closed"):
+        env.controller.observe()
+    monkeypatch.setattr(CDPSession, "send", send)
+
+
 def test_set_of_marks_boxes_match_the_page(env, site):
     env.reset()
     obs, *_ = env.step(f"goto [{site.url}/product/1]")

@@ -83,6 +83,10 @@ class WebControllerConfig:
 
 #: ``_next_key`` of a blank prewarmed context (no URL, no policy yet)
 _BLANK: Any = ("<blank>", None)
+#: how often, and after what first wait, a capture refused with "Unable to capture screenshot"
+#: is retried before Playwright's own capture is used
+_SHOT_RETRIES = 3
+_SHOT_RETRY_WAIT_S = 0.05
 
 
 class _Episode:
@@ -399,15 +403,27 @@ class WebController:
                 raise
 
     async def _capture(self, page: Any, cdp: Any) -> dict[str, str]:
-        """CDP screenshot ({"data": base64 PNG}); Playwright's own capture for a tab whose main
-        frame CDP cannot capture directly (Chromium's error page after a refused redirect)."""
-        try:
-            return await cdp.send("Page.captureScreenshot", self._shot_params)
-        except Exception as exc:  # noqa: BLE001 - fall back only for that one error
-            if not (is_playwright_error(exc) and "Not attached to an active page" in str(exc)):
-                raise
-            png = await page.screenshot(type="png", timeout=self.config.call_timeout_s * 1000)
-            return {"data": base64.b64encode(png).decode()}
+        """CDP screenshot ({"data": base64 PNG}).
+
+        Two transient Chromium refusals are handled here rather than surfacing as infrastructure
+        failures: "Not attached to an active page" (Chromium's error page after a refused
+        redirect) goes to Playwright's own capture; "Unable to capture screenshot" (the
+        compositor has no frame yet, seen on 2 loaded cores right after a navigation in a
+        context built in the background) is retried after a short wait, then falls back to
+        Playwright's capture, which first makes the page produce a frame."""
+        for attempt in range(_SHOT_RETRIES + 1):
+            try:
+                return await cdp.send("Page.captureScreenshot", self._shot_params)
+            except Exception as exc:  # noqa: BLE001 - handle only the two errors named above
+                msg = str(exc) if is_playwright_error(exc) else ""
+                if "Unable to capture screenshot" in msg and attempt < _SHOT_RETRIES:
+                    await asyncio.sleep(_SHOT_RETRY_WAIT_S * (attempt + 1))
+                    continue
+                if "Not attached to an active page" not in msg and "Unable to capture screenshot" not in msg:
+                    raise
+                break
+        png = await page.screenshot(type="png", timeout=self.config.call_timeout_s * 1000)
+        return {"data": base64.b64encode(png).decode()}
 
     async def _extra(self, page: Any, expr: Optional[str]) -> Any:
         if expr is None or page is None or page.is_closed():
