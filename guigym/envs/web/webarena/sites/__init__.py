@@ -86,6 +86,11 @@ EMBEDDED: dict[str, EmbeddedSite] = {
                            cached_build=("guigym.envs.web.webarena.sites.spirit",
                                          "guigym.envs.web.webarena.sites.spirit_seed"),
                            hint="pip install guigym[web-sites] (scripts/install.sh)"),
+    "oscar": EmbeddedSite("oscar", "guigym.envs.web.webarena.sites.oscar_shop:OscarShopSite",
+                          modules=("oscar", "sorl", "gunicorn", "haystack", "whoosh"),
+                          cached_build=("guigym.envs.web.webarena.sites.oscar_shop",
+                                        "guigym.envs.web.webarena.sites.oscar_seed"),
+                          hint="pip install guigym[web-sites] (scripts/install.sh)"),
     "map": EmbeddedSite("map", "guigym.envs.web.webarena.sites.osm_map:MapSite", modules=("osmium", "networkx"),
                         data=lambda: _osm_missing(),
                         hint="pip install guigym[web-sites], then python -m guigym.envs.web.webarena.sites.osm_data "
