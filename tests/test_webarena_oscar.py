@@ -38,7 +38,8 @@ def test_both_logins_coexist_and_a_reset_restores_the_shop_under_the_running_ser
         assert set(env.urls) >= {"shopping", "shopping_admin"}
         assert env.urls["shopping"].split(":")[-1] != env.urls["shopping_admin"].split(":")[-1].split("/")[0]
         with sqlite3.connect(site.live) as db:
-            assert db.execute("select count(*) from catalogue_product").fetchone()[0] >= 200
+            assert db.execute("select count(*) from catalogue_product").fetchone()[0] >= 1000
+            assert db.execute("select count(*) from reviews_productreview").fetchone()[0] >= 300
             db.execute("update catalogue_product set title = 'Planted by the episode' where id = 1")
         page = urllib.request.urlopen(f"{site.url}/catalogue/", timeout=20).read().decode()
         assert "Planted by the episode" in page

@@ -2,8 +2,8 @@
 
 Deterministic (``random.Random(SEED)``) and offline: six top-level categories with two
 subcategories each, :data:`N_PRODUCTS` products (title, UPC, description, price, stock) sold by one
-partner, WebArena's customer ``emma.lopez@gmail.com`` / ``Password.123`` with past orders, 30 other
-customers with orders, and the staff account ``admin`` / ``admin1234`` (WebArena's
+partner, approved customer reviews on :data:`N_REVIEWED` of them, WebArena's customer
+``emma.lopez@gmail.com`` / ``Password.123`` with past orders, 30 other customers with orders, and the staff account ``admin`` / ``admin1234`` (WebArena's
 ``shopping_admin`` account). Facts tasks ask about (prices, order totals, statuses) are read by
 the tasks' reference solutions from the pages, never from this module.
 """
@@ -14,7 +14,8 @@ import random
 from decimal import Decimal
 
 SEED = 20261125
-N_PRODUCTS = 240
+N_PRODUCTS = 1000
+N_REVIEWED = 300  # products with 1-4 approved customer reviews
 CUSTOMER = ("emma.lopez@gmail.com", "Password.123", "Emma", "Lopez")
 ADMIN = ("admin", "admin1234", "admin@onestopmarket.example")
 CATALOGUE: dict[str, dict[str, tuple[str, ...]]] = {
@@ -47,6 +48,7 @@ def main() -> None:
     from oscar.apps.address.models import Country
     from oscar.apps.catalogue.categories import create_from_breadcrumbs
     from oscar.apps.catalogue.models import Product, ProductCategory, ProductClass
+    from oscar.apps.catalogue.reviews.models import ProductReview
     from oscar.apps.order.models import Line, Order, ShippingAddress
     from oscar.apps.partner.models import Partner, StockRecord
 
@@ -88,6 +90,18 @@ def main() -> None:
         stock = StockRecord.objects.create(product=p, partner=partner, partner_sku=f"SKU-{p.id:05d}",
                                            price_currency="USD", price=price, num_in_stock=rng.randrange(0, 60))
         products.append((p, stock))
+
+    review_words = ("Works as described.", "Would buy again.", "Arrived quickly.", "Smaller than expected.",
+                    "Great value for the price.", "The quality could be better.", "A gift that went down well.")
+    for p, _ in rng.sample(products, N_REVIEWED):
+        for user in rng.sample([emma, *others], rng.randrange(1, 5)):
+            score = rng.choice((1, 2, 3, 4, 4, 5, 5, 5))
+            ProductReview.objects.create(product=p, user=user, score=score, status=ProductReview.APPROVED,
+                                         title=f"{('Poor', 'Meh', 'Okay', 'Good', 'Excellent')[score - 1]} "
+                                               f"{p.title.split()[-1].lower()}",
+                                         body=" ".join(rng.sample(review_words, 2)))
+    for p, _ in products:  # Oscar keeps the mean score on the product (its signal handler does this on save)
+        p.update_rating()
 
     start = dt.datetime(2023, 1, 5, 10, 0, tzinfo=dt.timezone.utc)
     number = 100
