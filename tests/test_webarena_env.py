@@ -195,6 +195,37 @@ def test_geolocation_of_the_config_reaches_the_page(env):
     assert pos == pytest.approx([40.4432, -79.9428])
 
 
+@pytest.mark.parametrize("task_id, shows", [("webarena.2", "Welcome, Emma"), ("webarena.4", None)])
+def test_login_and_geolocation_episodes_run_in_the_prewarmed_blank_context(env, task_id, shows):
+    """A login's cookies and a geolocation are applied to the context built in the background
+    after the previous reset, instead of building a new one inside this reset."""
+    env.reset(options={"task": "webarena.1"})
+    ctl = env.controller
+    prewarmed, _ = ctl._next.result(timeout=60)
+    obs, _ = env.reset(options={"task": task_id})
+    assert ctl.episode.context is prewarmed
+    if shows:
+        assert shows in obs["a11y"]
+    else:
+        pos = ctl.evaluate("new Promise(r => navigator.geolocation.getCurrentPosition("
+                           "p => r([p.coords.latitude, p.coords.longitude])))")
+        assert pos == pytest.approx([40.4432, -79.9428])
+
+
+def test_a_storage_state_with_local_storage_gets_a_context_of_its_own(env, site):
+    from guigym.envs.web.controller import applicable_later
+
+    state = {"cookies": [], "origins": [{"origin": site.url, "localStorage": [{"name": "k", "value": "v"}]}]}
+    assert not applicable_later({"storage_state": state}) and not applicable_later({"locale": "fr-FR"})
+    assert applicable_later({"storage_state": {"cookies": [], "origins": []}, "geolocation": {}})
+    env.reset(options={"task": "webarena.1"})
+    ctl = env.controller
+    prewarmed, _ = ctl._next.result(timeout=60)
+    ctl.open(f"{site.url}/", context_options={"storage_state": state})
+    assert ctl.episode.context is not prewarmed
+    assert ctl.evaluate("localStorage.getItem('k')") == "v"
+
+
 def test_unscorable_evaluation_is_reported_as_such(env):
     env.reset(options={"task": "webarena.5"})  # fuzzy_match and no judge configured
     _, r, term, _, info = env.step("stop [$12.50]")

@@ -89,6 +89,19 @@ _SHOT_RETRIES = 3
 _SHOT_RETRY_WAIT_S = 0.05
 
 
+def applicable_later(context_options: dict[str, Any]) -> bool:
+    """True when ``context_options`` can be applied to an already built context as well as given
+    to ``new_context``: a storage state made of cookies only (``add_cookies``; saved localStorage
+    would need the origin's page first), geolocation (``set_geolocation``) and permissions
+    (``grant_permissions``). Other options (viewport, locale, ...) exist only at creation."""
+    if not set(context_options) <= {"storage_state", "geolocation", "permissions"}:
+        return False
+    state = context_options.get("storage_state") or {}
+    if not isinstance(state, dict):  # a path: Playwright reads it at creation
+        return False
+    return not any(o.get("localStorage") for o in state.get("origins", []))
+
+
 class _Episode:
     """One episode's browser context: its tabs, which one the agent sees, and its URL policy.
 
@@ -225,7 +238,8 @@ class WebController:
         this reset.
 
         ``context_options``: extra Playwright ``new_context`` options (``storage_state``,
-        ``geolocation``, ``permissions``); a prewarmed context is not used then.
+        ``geolocation``, ``permissions``); a context prewarmed for a URL is not used then, a blank
+        prewarmed one is when they can be applied to it (:func:`applicable_later`).
         """
         policy = policy or UrlPolicy.for_start_url(url)
         self.runtime.ensure_started()
@@ -274,10 +288,12 @@ class WebController:
 
     def _finish_blank(self, made: tuple[Any, Any], url: str, policy: UrlPolicy,
                       context_options: Optional[dict[str, Any]]) -> Optional[_Episode]:
-        """The episode on a blank prewarmed context: its policy routed in, then ``url`` opened.
-        None when it cannot serve (context options needed, a relaunched browser, a closed tab)."""
+        """The episode on a blank prewarmed context: its policy routed in, its context options
+        applied (:func:`applicable_later`), then ``url`` opened. None when it cannot serve (options
+        only ``new_context`` takes, a relaunched browser, a closed tab)."""
         ctx, page = made
-        if ctx.browser is not self.runtime.browser or page.is_closed() or context_options:
+        opts = dict(context_options or {})
+        if ctx.browser is not self.runtime.browser or page.is_closed() or not applicable_later(opts):
             if ctx.browser is self.runtime.browser:
                 self._retired.append(ctx)
             return None
@@ -285,6 +301,12 @@ class WebController:
         async def go() -> _Episode:
             ep = _Episode(ctx, policy)
             await ctx.route(policy.blocked_regex(), ep.abort)  # before anything loads
+            if opts.get("storage_state"):  # a login's cookies (applicable_later: no localStorage)
+                await ctx.add_cookies(opts["storage_state"].get("cookies", []))
+            if opts.get("permissions"):
+                await ctx.grant_permissions(list(opts["permissions"]))
+            if opts.get("geolocation"):
+                await ctx.set_geolocation(opts["geolocation"])
             ep.adopt(page)
             ep.task_page = page
             await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
@@ -297,7 +319,8 @@ class WebController:
         """Close retired contexts and build a blank context + tab for the next episode in the
         background, for envs whose next URL or site state is not known yet (WebArena-v0: the site
         is restored at the next reset, so its page cannot be loaded ahead). :meth:`open` uses it
-        unless that episode needs context options (a login's storage state, geolocation)."""
+        unless that episode needs context options only ``new_context`` takes (see
+        :func:`applicable_later`: a login's cookies and a geolocation are applied to it)."""
         if not self.runtime.alive:
             return
         for ctx in self._retired:
