@@ -20,7 +20,7 @@ from guigym.envs.android.androidlab_checks import (
 )
 from guigym.envs.android.androidlab_tasks import load_dir
 
-FIX = Path(__file__).parent / "fixtures" / "androidlab"
+FIX = Path(__file__).parent.parent / "guigym" / "envs" / "android" / "suite" / "androidlab"
 HS = "\u200a"  # Google Clock puts a hair space between the time and AM/PM
 
 _BOOLS = ("checkable", "checked", "clickable", "enabled", "focusable", "focused", "scrollable",

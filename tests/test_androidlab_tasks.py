@@ -1,4 +1,4 @@
-"""AndroidLab's own task YAMLs (tests/fixtures/androidlab, MIT) load unmodified into guigym Tasks."""
+"""AndroidLab's own task YAMLs (guigym/envs/android/suite/androidlab, MIT, shipped with the package) load unmodified into guigym Tasks."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +11,7 @@ import yaml
 from guigym.core.errors import TaskSpecError
 from guigym.envs.android.androidlab_tasks import MAX_ROUNDS, load_dir, load_file, tasks_from_data
 
-FIX = Path(__file__).parent / "fixtures" / "androidlab"
+FIX = Path(__file__).parent.parent / "guigym" / "envs" / "android" / "suite" / "androidlab"
 SHA = {
     "bluecoins.yaml": "84b18500022010637c30fa9e149a00731a983ab686f5316c8fa87bb7ba96ac6a",
     "calendar.yaml": "020c413b1edea7fe64134fac2b36d1ebcd76a2b4ebb76481984ac938c573d65e",

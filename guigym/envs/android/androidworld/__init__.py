@@ -1,0 +1,20 @@
+"""AndroidWorld-style parameterised tasks over the AndroidDevice Protocol.
+
+``TASKS`` maps AndroidWorld task names to classes (see :mod:`.base` for the contract); importing this
+package registers all of them. Validators for settings, content providers, files, app SQLite
+databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
+
+Implemented (35 tasks over 11 apps): System Wi-Fi / Bluetooth / brightness (12, settings),
+OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
+TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
+SimpleSmsSendReceivedAddress (Simple SMS Messenger), ExpenseAddSingle / ExpenseAddMultiple /
+ExpenseDeleteSingle / ExpenseDeleteMultiple (Pro Expense), RecipeAddSingleRecipe /
+RecipeDeleteSingleRecipe / RecipeDeleteSingleWithRecipeWithNoise (Broccoli), MarkorCreateNote /
+MarkorCreateFolder / MarkorDeleteNote / MarkorDeleteAllNotes / MarkorMoveNote, FilesDeleteFile /
+FilesMoveFile, SimpleCalendarAddOneEvent / SimpleCalendarLocationOfEvent (Simple Calendar Pro).
+"""
+from guigym.envs.android.androidworld import calendar, files, messaging, sqlite_apps, system  # noqa: F401
+from guigym.envs.android.androidworld.base import TASKS, AndroidWorldTask, register
+from guigym.envs.android.androidworld.metadata import TaskMetadata, load_task_metadata, metadata_table
+
+__all__ = ["TASKS", "AndroidWorldTask", "register", "TaskMetadata", "load_task_metadata", "metadata_table"]

@@ -1,0 +1,145 @@
+"""Simple Calendar Pro tasks over its ``events`` table (AndroidWorld ``single/calendar/calendar.py`` and the
+information-retrieval task ``SimpleCalendarLocationOfEvent`` in ``information_retrieval/proto/tasks.textproto``).
+
+The database is ``/data/data/com.simplemobiletools.calendar.pro/databases/events.db``; the row layout
+is AndroidWorld's ``CalendarEvent`` (timestamps in seconds, UTC; the other columns take the
+defaults AndroidWorld writes). AndroidWorld's device clock is 2023-10-15; events lie in October 2023.
+
+* SimpleCalendarAddOneEvent: exactly one event added with the requested start, end, title and
+  description (fuzzy on the texts), nothing else changed.
+* SimpleCalendarLocationOfEvent: an answer task; the final answer must match the event's location
+  (:func:`validators.answer_matches`). No answer scores 0.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import random
+from typing import Any, Optional
+
+from guigym.envs.android.androidworld import validators as V
+from guigym.envs.android.androidworld.base import register
+from guigym.envs.android.androidworld.sqlite_apps import NOISE, ROWS, _AddRows, _distinct, _SQLiteTask
+from guigym.envs.android.device import AndroidDevice
+
+OCT_2023 = dt.datetime(2023, 10, 1, tzinfo=dt.timezone.utc)
+
+TITLES = ("Marketing Brainstorm", "Lunch with Client", "Team Offsite", "Product demo", "Quarterly review",
+          "Scrum meeting", "Doctor's appointment", "Birthday party", "Board meeting", "Movie night",
+          "Dinner with friends", "Game night", "Family reunion", "Volunteer cleanup", "Book club")
+LOCATIONS = ("Conference Room A", "City Park", "The Coffee Bean", "Zoom meeting", "Riverside Restaurant",
+             "Local library", "Community center", "Art Museum", "Hiking trail", "Room 204")
+DESCRIPTIONS = ("Bring the latest numbers.", "Discuss next steps.", "Casual catch-up.", "Agenda in the email.",
+                "Remember to RSVP.", "")
+
+
+@dataclasses.dataclass(frozen=True)
+class CalendarEvent:
+    """A Simple Calendar Pro ``events`` row (timestamps in seconds)."""
+
+    start_ts: int
+    end_ts: int
+    title: str
+    location: str = ""
+    description: str = ""
+    repeat_interval: int = 0
+    repeat_rule: int = 0
+    reminder_1_minutes: int = -1
+    reminder_2_minutes: int = -1
+    reminder_3_minutes: int = -1
+    reminder_1_type: int = 0
+    reminder_2_type: int = 0
+    reminder_3_type: int = 0
+    repeat_limit: int = 0
+    repetition_exceptions: str = "[]"
+    attendees: str = ""
+    import_id: str = ""
+    time_zone: str = "UTC"
+    flags: int = 0
+    event_type: int = 1
+    parent_id: int = 0
+    last_updated: int = 0
+    source: str = "imported-ics"
+    availability: int = 0
+    color: int = 0
+    type: int = 0
+    id: int = -1
+
+    @property
+    def start(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.start_ts, dt.timezone.utc)
+
+
+EVENTS_SCHEMA = ("CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, start_ts INTEGER NOT NULL, "
+                 "end_ts INTEGER NOT NULL, title TEXT NOT NULL, location TEXT NOT NULL, description TEXT NOT NULL, "
+                 "reminder_1_minutes INTEGER NOT NULL, reminder_2_minutes INTEGER NOT NULL, "
+                 "reminder_3_minutes INTEGER NOT NULL, reminder_1_type INTEGER NOT NULL, "
+                 "reminder_2_type INTEGER NOT NULL, reminder_3_type INTEGER NOT NULL, "
+                 "repeat_interval INTEGER NOT NULL, repeat_rule INTEGER NOT NULL, repeat_limit INTEGER NOT NULL, "
+                 "repetition_exceptions TEXT NOT NULL, attendees TEXT NOT NULL, import_id TEXT NOT NULL, "
+                 "time_zone TEXT NOT NULL, flags INTEGER NOT NULL, event_type INTEGER NOT NULL, "
+                 "parent_id INTEGER NOT NULL, last_updated INTEGER NOT NULL, source TEXT NOT NULL, "
+                 "availability INTEGER NOT NULL, color INTEGER NOT NULL, type INTEGER NOT NULL)")
+
+
+def random_event(rng: random.Random, title: Optional[str] = None, location: Optional[str] = None) -> CalendarEvent:
+    day, hour = rng.randint(1, 31), rng.randint(7, 20)
+    start = OCT_2023 + dt.timedelta(days=day - 1, hours=hour)
+    minutes = rng.choice([15, 30, 45, 60, 90, 120])
+    ts = int(start.timestamp())
+    return CalendarEvent(start_ts=ts, end_ts=ts + 60 * minutes, title=title or rng.choice(TITLES),
+                         location=location if location is not None else rng.choice(LOCATIONS),
+                         description=rng.choice(DESCRIPTIONS))
+
+
+class _Calendar(_SQLiteTask):
+    app_names = ("simple calendar pro",)
+    db_path = "/data/data/com.simplemobiletools.calendar.pro/databases/events.db"
+    table, key, package, launch_name = "events", "id", "com.simplemobiletools.calendar.pro", "simple calendar pro"
+    row_type = CalendarEvent
+
+
+@register
+class SimpleCalendarAddOneEvent(_Calendar, _AddRows):
+    complexity = 3.4
+    schema = ("year", "month", "day", "hour", "event_title", "event_description", "duration_mins")
+    template = ("In Simple Calendar Pro, create a calendar event on {year}-{month}-{day} at {hour}h with the title "
+                "'{event_title}' and the description '{event_description}'. The event should last for "
+                "{duration_mins} mins.")
+    compare = ("start_ts", "end_ts", "title", "description", "repeat_rule", "repeat_interval")
+    free_form = ("title", "description")
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        ev = random_event(rng)
+        if not ev.description:
+            ev = dataclasses.replace(ev, description=DESCRIPTIONS[0])
+        noise = _distinct(rng, random_event, rng.randint(0, 12), "title", avoid=[ev])
+        return {"year": 2023, "month": 10, "day": ev.start.day, "hour": ev.start.hour,
+                "event_title": ev.title, "event_description": ev.description,
+                "duration_mins": (ev.end_ts - ev.start_ts) // 60, ROWS: [ev], NOISE: noise}
+
+
+@register
+class SimpleCalendarLocationOfEvent(_Calendar):
+    complexity = 1.0
+    schema = ("title", "location")
+    template = "What is the location of my {title} event in Simple Calendar Pro? Answer with the location only."
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        title, location = rng.choice(TITLES), rng.choice(LOCATIONS)
+        target = random_event(rng, title=title, location=location)
+        noise = [e for e in _distinct(rng, random_event, rng.randint(3, 10), "title", avoid=[target])
+                 if title not in e.title]
+        return {"title": title, "location": location, ROWS: [target], NOISE: noise}
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        self._ensure_db(device)
+        events = sorted(self.params[NOISE] + self.params[ROWS], key=lambda e: e.start_ts)
+        self._reset_table(device, events)
+        super().initialize_task(device)
+
+    def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
+        super().is_successful(device, answer)
+        return 1.0 if V.answer_matches(answer, self.params["location"]) else 0.0

@@ -1,0 +1,102 @@
+"""Task metadata for reporting: name, template, difficulty, optimal steps, apps.
+
+``difficulty`` and ``optimal_steps`` of the tasks implemented here are AndroidWorld's published values
+(``android_world/task_metadata.json``, google-research/android_world, Apache-2.0), kept as a small
+table of facts; templates and apps come from the task classes. :func:`load_task_metadata` reads
+AndroidWorld's full file (all 116 tasks) when the user has it, e.g. from a checkout of the repository.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+from guigym.core.errors import TaskSpecError
+
+#: AndroidWorld's (difficulty, optimal_steps) for the tasks implemented here
+_PUBLISHED: dict[str, tuple[str, int]] = {
+    "ContactsAddContact": ("easy", 5),
+    "ExpenseAddMultiple": ("medium", 20),
+    "ExpenseAddSingle": ("easy", 6),
+    "ExpenseDeleteMultiple": ("easy", 10),
+    "ExpenseDeleteSingle": ("easy", 3),
+    "FilesDeleteFile": ("medium", 4),
+    "FilesMoveFile": ("medium", 10),
+    "MarkorCreateFolder": ("easy", 4),
+    "MarkorCreateNote": ("medium", 8),
+    "MarkorDeleteAllNotes": ("easy", 7),
+    "MarkorDeleteNote": ("easy", 5),
+    "MarkorMoveNote": ("medium", 7),
+    "OpenAppTaskEval": ("easy", 2),
+    "RecipeAddSingleRecipe": ("easy", 12),
+    "RecipeDeleteSingleRecipe": ("easy", 5),
+    "RecipeDeleteSingleWithRecipeWithNoise": ("easy", 10),
+    "SimpleCalendarAddOneEvent": ("hard", 17),
+    "SimpleCalendarLocationOfEvent": ("easy", 4),
+    "SimpleSmsReply": ("easy", 4),
+    "SimpleSmsSend": ("medium", 6),
+    "SimpleSmsSendReceivedAddress": ("medium", 9),
+    "SystemBluetoothTurnOff": ("easy", 2),
+    "SystemBluetoothTurnOffVerify": ("easy", 2),
+    "SystemBluetoothTurnOn": ("easy", 2),
+    "SystemBluetoothTurnOnVerify": ("easy", 2),
+    "SystemBrightnessMax": ("easy", 3),
+    "SystemBrightnessMaxVerify": ("easy", 2),
+    "SystemBrightnessMin": ("easy", 3),
+    "SystemBrightnessMinVerify": ("easy", 3),
+    "SystemWifiTurnOff": ("easy", 3),
+    "SystemWifiTurnOffVerify": ("easy", 3),
+    "SystemWifiTurnOn": ("easy", 3),
+    "SystemWifiTurnOnVerify": ("easy", 3),
+    "TurnOffWifiAndTurnOnBluetooth": ("medium", 5),
+    "TurnOnWifiAndOpenApp": ("easy", 4),
+}
+
+
+@dataclass(frozen=True)
+class TaskMetadata:
+    """One reporting row. ``max_steps`` is ``int(10 * complexity)`` (None for rows read from
+    AndroidWorld's file, which does not carry the complexity)."""
+
+    name: str
+    template: str
+    difficulty: str
+    optimal_steps: int
+    apps: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    max_steps: "int | None" = None
+
+
+def metadata_table() -> list[TaskMetadata]:
+    """A row per implemented task, sorted by name."""
+    from guigym.envs.android.androidworld import TASKS
+
+    rows = []
+    for name in TASKS.names():
+        cls = TASKS.get(name)
+        difficulty, steps = _PUBLISHED[name]
+        template = cls.template or getattr(cls, "goal_summary", "")
+        rows.append(TaskMetadata(name, template, difficulty, steps, tuple(cls.app_names), (), cls.max_steps()))
+    return rows
+
+
+def load_task_metadata(path: Union[str, Path]) -> list[TaskMetadata]:
+    """Rows of AndroidWorld's ``task_metadata.json`` (``task_name``, ``task_template``, ``difficulty``,
+    ``tags``, ``optimal_steps`` as a string). TaskSpecError names the file and the bad entry."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TaskSpecError(f"{p}: cannot read AndroidWorld task metadata ({e})") from None
+    if not isinstance(data, list):
+        raise TaskSpecError(f"{p}: expected a JSON list of tasks")
+    out = []
+    for i, t in enumerate(data):
+        try:
+            out.append(TaskMetadata(str(t["task_name"]), str(t["task_template"]), str(t["difficulty"]),
+                                    int(t["optimal_steps"]), (), tuple(x for x in t.get("tags", []) if x)))
+        except (KeyError, TypeError, ValueError) as e:
+            label = t.get("task_name", "?") if isinstance(t, dict) else repr(t)
+            raise TaskSpecError(f"{p}: task #{i} ({label}): bad or missing field {e}") from None
+    return out
