@@ -5,6 +5,7 @@
     guigym tasks list --env MiniWoB-v0
     guigym serve --model PATH --port 8000 --api-key TOKEN   # OpenAI-compatible server
     guigym report runs/demo          # rebuild runs/demo/report.html and results.csv
+    guigym report --train runs/grpo  # learning curves of a training run: learning_curve.png + a table
     guigym tasks check --suite embedded   # OSWorld-v0 suite: no-op scores 0, reference solution 1
     guigym tasks check --env WebArena-v0 --tasks FILE [--url shopping=URL]   # same for WebArena configs
     guigym train recipes/grpo_miniwob_tiny.yaml [--set key=value] [--resume]
@@ -117,7 +118,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Rebuild ``report.html`` and ``results.csv`` of an existing eval output directory."""
+    """Rebuild ``report.html`` and ``results.csv`` of an existing eval output directory, or with
+    ``--train`` draw a training run's learning curves (guigym/train/report.py)."""
+    if args.train:
+        from guigym.core.errors import ConfigError
+        from guigym.train.report import train_report
+
+        try:
+            rep = train_report(args.out, png=args.png)
+        except (FileNotFoundError, ConfigError, ImportError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(rep.text)
+        print(f"learning curves: {rep.png} ({', '.join(rep.panels)})")
+        return 0
     from guigym.eval.report import write_reports
 
     try:
@@ -180,9 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_eval)
 
-    r = sub.add_parser("report", help="rebuild report.html and results.csv of an eval output directory")
-    r.add_argument("out", help="the eval output directory (holding results.jsonl)")
+    r = sub.add_parser("report", help="rebuild report.html and results.csv of an eval output directory; with "
+                                      "--train, learning curves of a training run")
+    r.add_argument("out", help="the eval output directory (holding results.jsonl), or with --train the run.dir of "
+                               "a training run (holding metrics.jsonl) or the metrics file itself")
     r.add_argument("--max-episodes", type=int, default=200, help="episodes shown in report.html (failed first)")
+    r.add_argument("--train", action="store_true",
+                   help="OUT is a training run: plot success, reward, loss, KL, clip fraction, entropy and staleness "
+                        "(the ones its metrics.jsonl has) per iteration and print last/best values")
+    r.add_argument("--png", default=None, help="with --train: where to write the figure "
+                                               "(default <run.dir>/learning_curve.png)")
     r.set_defaults(func=cmd_report)
 
     s = sub.add_parser("serve", help="OpenAI-compatible /v1/chat/completions server for a local HF model")

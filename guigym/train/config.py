@@ -330,10 +330,31 @@ class RunConfig(_Section):
         None, gt=0, description="torch intra-op threads of the trainer process (torch.set_num_threads; null = torch's "
                                 "default). On a small CPU box shared with Chromium, 1 avoids thread oversubscription "
                                 "(measured here: a tiny-model forward 0.14 s with 1 thread vs 1.3 s with 2 under load)")
-    tensorboard: bool = Field(False, description="also log metrics to TensorBoard (<run.dir>/tb; needs tensorboard)")
+    tensorboard: bool = Field(False, description="older name of log.tensorboard (either one turns it on; default false)")
     db_url: Optional[str] = Field(None, description="SQLAlchemy URL of the DataStore (default "
                                                     "sqlite:///<run.dir>/guigym.db; postgresql+psycopg://... for clusters)")
     blob_root: Optional[str] = Field(None, description="fsspec URL/path for blobs (default <run.dir>/blobs)")
+
+
+class LogConfig(_Section):
+    """Where the per-iteration metrics go besides ``<run.dir>/metrics.jsonl`` (always written), and
+    the progress display (guigym.train.metrics_sinks, guigym.train.progress)."""
+
+    tensorboard: bool = Field(False, description="also write every metrics.jsonl scalar, same step and value, to "
+                                                 "TensorBoard event files (torch.utils.tensorboard.SummaryWriter; "
+                                                 "needs the tensorboard package, in the train extra; default false)")
+    tensorboard_dir: Optional[str] = Field(None, description="TensorBoard log directory (default <run.dir>/tb); a "
+                                                             "resumed run purges the events after its checkpoint")
+    wandb: bool = Field(False, description="also log the scalars to Weights & Biases (needs the wandb package; "
+                                           "offline unless WANDB_MODE says otherwise: `wandb sync <run.dir>/wandb` "
+                                           "uploads later; default false)")
+    wandb_project: str = Field("guigym", min_length=1, description="W&B project (wandb.init `project`; default "
+                                                                   "'guigym')")
+    wandb_entity: Optional[str] = Field(None, description="W&B entity, user or team (wandb.init `entity`; default "
+                                                          "null = the account's default)")
+    progress: Optional[bool] = Field(None, description="rich progress bars for iterations, rollouts and updates "
+                                                       "(null = auto: on when stderr is a terminal and CI is unset; "
+                                                       "default null)")
 
 
 class DistributedConfig(_Section):
@@ -354,7 +375,7 @@ class DistributedConfig(_Section):
 
 
 class TrainConfig(_Section):
-    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, distributed."""
+    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, log, distributed."""
 
     run: RunConfig
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -363,10 +384,13 @@ class TrainConfig(_Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
 
     @model_validator(mode="after")
     def _cross(self) -> "TrainConfig":
+        if self.run.tensorboard and not self.log.tensorboard:  # the older key still works
+            self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
         if self.eval.enabled:

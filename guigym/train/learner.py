@@ -195,6 +195,8 @@ class Learner:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(optim.lr_scheduler_type, optim.warmup_steps, total_updates))
         self.optimizer_steps = 0
+        # called as on_optimizer_step(done, total) after each optimizer step of update() (progress bars)
+        self.on_optimizer_step: Optional[Callable[[int, int], None]] = None
 
     # ---- weights --------------------------------------------------------------------------------
     def trainable_state(self) -> dict[str, torch.Tensor]:
@@ -459,6 +461,7 @@ class Learner:
             sizes = (self._norm(step), float(sum(s.num_loss_tokens for s in step)),
                      float(sum(1 for s in step if s.num_loss_tokens)))
             plan.append((sizes, micro))
+        steps_before = self.optimizer_steps
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         totals = torch.zeros(2, dtype=torch.float64)  # [sum of step losses, sum of step pg losses]
@@ -500,6 +503,8 @@ class Learner:
                 counts["grad_norm"] = counts.get("grad_norm", 0) + 1
                 self.optimizer.step()
                 self.optimizer_steps += 1
+                if self.on_optimizer_step is not None:
+                    self.on_optimizer_step(self.optimizer_steps - steps_before, len(plan) * self.algo.num_iterations)
         self.optimizer.zero_grad(set_to_none=True)
         lr = self.scheduler.get_last_lr()[0]
         self.scheduler.step()

@@ -16,7 +16,8 @@ gets ``ctx`` (:class:`~guigym.train.algorithms.context.PluginContext`)::
     samples = stepwise | multiturn builder (exact stored token ids; step filter chain)
     learner.update(samples)                               # policy loss (ppo_clip | ...), extras, AdamW
     service.update_weights(i + 1)                         # rollouts now sample from the new policy
-    store.mark_used(run, samples, i + 1); metrics.jsonl line {"step": i, ...}
+    store.mark_used(run, samples, i + 1); metrics row {"step": i, ...} -> metrics.jsonl (+ TensorBoard,
+    W&B: the ``log`` section, guigym.train.metrics_sinks); progress bars (guigym.train.progress)
     checkpoint ckpt-i (weights, optimizer, scheduler, RNGs, every plug-in's state_dict, per-task
     history, added tasks)
 
@@ -175,6 +176,10 @@ class Trainer:
         self.store = None
         self.run_id = ""
         self.rollout_stats: dict[str, Any] = {}
+        from guigym.train.progress import TrainProgress
+
+        self.metrics: Any = None  # rank 0: guigym.train.metrics_sinks.MetricsFanout, opened by build()
+        self.progress = TrainProgress(cfg.run.iterations)  # disabled until run() knows the start
 
     # ---- construction -----------------------------------------------------------------------
     def model_path(self) -> str:
@@ -206,7 +211,7 @@ class Trainer:
     def build(self) -> None:
         from guigym.train.algorithms import registry as R
         from guigym.train.learner import Learner
-        from guigym.train.metrics_log import MetricsLog
+        from guigym.train import metrics_sinks
         from guigym.train.policy.hf_policy import HFPolicy
         from guigym.train.samples import SAMPLE_BUILDERS
 
@@ -217,6 +222,8 @@ class Trainer:
         if existing is not None and not self.resume:  # before anything expensive is loaded
             raise ConfigError(f"run.dir {str(self.dir)!r} already has checkpoints ({existing.name}); pass --resume "
                               f"to continue that run or choose a new run.dir")
+        if self.rank == 0:
+            metrics_sinks.check(cfg.log)  # a missing tensorboard / wandb package, before the model loads
         if cfg.run.torch_threads:
             import torch
 
@@ -230,7 +237,6 @@ class Trainer:
         self.store = self.open_store()  # rank != 0 only reads image blobs
         if self.rank == 0:
             self.run_id = self.store.start_run(cfg.run.name, cfg.to_dict())
-            self.metrics = MetricsLog(self.dir / "metrics.jsonl", self.dir / "tb" if cfg.run.tensorboard else None)
         policy = HFPolicy(self.model_dir, device=cfg.model.device, dtype=cfg.model.dtype)
         if cfg.model.gradient_checkpointing:
             policy.model.gradient_checkpointing_enable()
@@ -255,6 +261,7 @@ class Trainer:
             self.restore_plugins(state)
             self.log(f"resumed from {existing} (iteration {state['iteration']}); continuing at {self.start_iteration}")
         if self.rank == 0:
+            self.metrics = metrics_sinks.open_sinks(cfg, self.dir, start_step=self.start_iteration)
             dropped = self.metrics.truncate_after(self.start_iteration - 1)
             if dropped:
                 self.log(f"metrics.jsonl: dropped {dropped} line(s) written after the last checkpoint")
@@ -430,8 +437,10 @@ class Trainer:
                     obj.close()
                 except Exception:  # noqa: BLE001 - best effort on shutdown
                     pass
+        self.progress.close()
         if self.rank == 0 and getattr(self, "metrics", None) is not None:
             self.metrics.close()
+            self.metrics = None
         if getattr(self, "_owns_process_group", False):
             import torch
 
@@ -475,6 +484,8 @@ class Trainer:
                 by_group.setdefault(t.group_id, Group(t.group_id, t.task_id, [])).trajectories.append(t)
             return list(by_group.values()), True
         scheduler = self.make_scheduler(iteration)
+        self.progress.begin("rollout", sum(p.n for p in plans), note=f"iteration {iteration}")
+        scheduler.on_finished = lambda: self.progress.advance("rollout")
         guidance = None
         if len(self.conditioner):
             def guidance(task_id: str, seed: int, member: int) -> Any:
@@ -568,6 +579,14 @@ class Trainer:
                 for k in ("u_env", "actions_per_min", "policy_utilisation", "lost", "retries", "unscorable"):
                     if k in self.rollout_stats:
                         info[f"rollout/{k}"] = float(self.rollout_stats[k])
+            ents = [st.entropy for t in fresh for st in t.steps if st.entropy is not None]
+            if ents:  # mean token entropy the rollout engine recorded per step
+                info["rollout/entropy_mean"] = sum(ents) / len(ents)
+            if samples:  # versions between the weights that sampled a trained step and the ones updated (v = it)
+                stale = [it - s.policy_version for s in samples]
+                info["staleness_mean"] = sum(stale) / len(stale)
+                info["staleness_max"] = float(max(stale))
+            self.progress.begin("update", None, note=f"iteration {it}, {len(samples)} samples")
         samples = _broadcast(payload, self.rank, self.world)
         t1 = time.time()
         metrics = self.learner.update(samples)
@@ -588,6 +607,8 @@ class Trainer:
             _fault("after_log", it)
             self.log(f"iter {it}: SR {info.get('rollout/success_rate', 0):.3f} loss {metrics.get('loss', 0):+.4f} "
                      f"samples {int(metrics.get('samples', 0))} ({metrics['time/iteration_s']:.1f}s)")
+            self.progress.iteration_done(f"SR {info.get('rollout/success_rate', 0):.3f} "
+                                         f"loss {metrics.get('loss', 0):+.4f}")
         if (it + 1) % self.cfg.run.checkpoint_every == 0 or it + 1 == self.cfg.run.iterations:
             self.checkpoint(it)
         if (self.rank == 0 or self.sharded) and self.cfg.run.save_model_every \
@@ -619,6 +640,8 @@ class Trainer:
         pairs = [(t, s) for t in tasks for s in seeds]  # task-major: envs prewarm the same task's next page
         t0 = time.time()
         scheduler = self.make_scheduler(0, group_size=1, temperature=cfg.eval.temperature, purpose=f"eval-{label}")
+        self.progress.begin("rollout", len(pairs), note=f"eval {label}")
+        scheduler.on_finished = lambda: self.progress.advance("rollout")
         trajs = [t for g in scheduler.collect([p[0] for p in pairs], seeds=[p[1] for p in pairs]) for t in g.trajectories]
         per_task: dict[str, list[int]] = {}
         for t in trajs:
@@ -640,6 +663,11 @@ class Trainer:
         try:
             self.build()
             if self.rank == 0:
+                from guigym.train.progress import TrainProgress, progress_enabled
+
+                self.progress = TrainProgress(self.cfg.run.iterations, self.start_iteration,
+                                              enabled=progress_enabled(self.cfg.log.progress))
+                self.learner.on_optimizer_step = lambda done, total: self.progress.set("update", done, total)
                 self.start_rollout()
             if self.start_iteration > 0:  # resumed: rollouts must sample from the checkpoint's weights
                 self.push_weights(self.start_iteration)

@@ -1,10 +1,12 @@
-"""Training metrics: one JSON object per line in ``<run.dir>/metrics.jsonl``; TensorBoard optional.
+"""Training metrics: one JSON object per line in ``<run.dir>/metrics.jsonl``.
 
-Each line is ``{"step": iteration, "time": unix seconds, <metric>: float, ...}``, appended with a
-single ``write`` on an ``O_APPEND`` descriptor and fsync'd. On resume from the checkpoint of
+Each line is ``{"step": iteration, "time": unix seconds, <metric>: float, ...}`` (:func:`metrics_row`:
+ints become floats, non-finite floats ``null``, strings/bools kept, anything else dropped), appended
+with a single ``write`` on an ``O_APPEND`` descriptor and fsync'd. On resume from the checkpoint of
 iteration k, :meth:`MetricsLog.truncate_after` drops lines with ``step > k`` (written after that
 checkpoint by the crashed process; the iterations are redone) and a torn last line, so the curve
-continues without duplicated steps.
+continues without duplicated steps. TensorBoard and W&B get the same rows through
+:mod:`guigym.train.metrics_sinks`.
 """
 from __future__ import annotations
 
@@ -30,17 +32,25 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def metrics_row(step: int, metrics: dict[str, Any], now: Optional[float] = None) -> dict[str, Any]:
+    """The JSON row of one iteration: ``{"step", "time", <metric>: float | None | str | bool}``."""
+    row: dict[str, Any] = {"step": int(step), "time": time.time() if now is None else float(now)}
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            row[k] = float(v) if math.isfinite(float(v)) else None
+        elif isinstance(v, (str, bool)) or v is None:
+            row[k] = v
+    return row
+
+
 class MetricsLog:
-    def __init__(self, path: str | Path, tensorboard_dir: Optional[str | Path] = None) -> None:
+    """The JSONL sink (``name = "jsonl"``): appends one :func:`metrics_row` per iteration."""
+
+    name = "jsonl"
+
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tb = None
-        if tensorboard_dir is not None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:  # tensorboard not installed
-                raise ImportError("run.tensorboard: true needs the tensorboard package (pip install tensorboard)") from exc
-            self.tb = SummaryWriter(str(tensorboard_dir))
 
     def truncate_after(self, step: int) -> int:
         """Keep only complete lines with ``step <= step``; rewrite atomically. Returns lines dropped."""
@@ -54,13 +64,13 @@ class MetricsLog:
         os.replace(tmp, self.path)
         return len(raw) - len(keep)
 
-    def log(self, step: int, metrics: dict[str, Any]) -> None:
-        row: dict[str, Any] = {"step": int(step), "time": time.time()}
-        for k, v in metrics.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                row[k] = float(v) if math.isfinite(float(v)) else None
-            elif isinstance(v, (str, bool)) or v is None:
-                row[k] = v
+    def log(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Write ``metrics_row(step, metrics)``; returns the row written."""
+        row = metrics_row(step, metrics)
+        self.write(row)
+        return row
+
+    def write(self, row: dict[str, Any]) -> None:
         data = (json.dumps(row, sort_keys=True) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -68,12 +78,6 @@ class MetricsLog:
             os.fsync(fd)
         finally:
             os.close(fd)
-        if self.tb is not None:
-            for k, v in row.items():
-                if k not in ("step", "time") and isinstance(v, float):
-                    self.tb.add_scalar(k, v, step)
-            self.tb.flush()
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
+        pass

@@ -176,6 +176,7 @@ class RolloutScheduler:
         self.rng = np.random.default_rng(seed)
         self.last_stats = RolloutStats()
         self._collections = 0
+        self.on_finished: Optional[Callable[[], None]] = None  # after each rollout ends (progress bars)
 
     # ---- public ------------------------------------------------------------------------------------
     def collect(self, task_ids: Sequence[str], seeds: Optional[Sequence[int]] = None,
@@ -351,12 +352,16 @@ class RolloutScheduler:
             done[job.group].append(traj)
             stats.trajectories += 1
             release(i)
+            if self.on_finished is not None:
+                self.on_finished()
             if not sync:
                 start(i)
 
         def unscorable(i: int) -> None:
             stats.unscorable += 1  # neither success nor failure: not a reward-0 member of its group
             release(i)
+            if self.on_finished is not None:
+                self.on_finished()
             if not sync:
                 start(i)
 
