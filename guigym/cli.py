@@ -44,8 +44,27 @@ def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str],
         names = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
         # eval sends task ids to the env, which resolves them in its own (embedded) suite
         return [t.id for t in osworld_tasks(tasks=names, suite="embedded" if names else (suite or "embedded"))]
+    if env_id in ("AndroidLab-v0", "AndroidWorld-v0"):
+        from guigym.core.errors import TaskSpecError
+
+        if env_id == "AndroidLab-v0":
+            from guigym.envs.android.androidlab_tasks import default_task_dir, load_dir
+            from guigym.envs.android.env import ANDROIDLAB_SUITE
+
+            task_dir = (env_opts or {}).get("task_dir") or default_task_dir() or ANDROIDLAB_SUITE
+            known = [t.id for t in load_dir(task_dir)]  # type: ignore[arg-type]
+        else:
+            from guigym.envs.android.androidworld import TASKS
+
+            known = TASKS.names()
+        names = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else known
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise TaskSpecError(f"--tasks: {env_id} has no task(s) {missing}")
+        return names
     if env_id != "MiniWoB-v0":
-        raise SystemExit(f"error: unknown env {env_id!r}; available: MiniWoB-v0, OSWorld-v0, WebArena-v0")
+        raise SystemExit(f"error: unknown env {env_id!r}; available: MiniWoB-v0, OSWorld-v0, WebArena-v0, "
+                         "AndroidLab-v0, AndroidWorld-v0")
     from guigym.envs.web.miniwob import select_tasks
 
     if tasks:

@@ -204,3 +204,13 @@ def test_adb_query_grep_filters_lines_on_the_host():
 
     q = parse_adb_query("adb shell settings list system | grep volume_ring_speaker")
     assert q.run(Dev()) == "volume_ring_speaker=0\n"
+
+
+def test_eval_cli_lists_the_android_suites():
+    from guigym.cli import _task_ids
+
+    assert len(_task_ids("AndroidLab-v0", None, None)) == 138
+    assert _task_ids("AndroidLab-v0", "clock_27,setting_0", None) == ["clock_27", "setting_0"]
+    assert "SystemBluetoothTurnOn" in _task_ids("AndroidWorld-v0", None, None)
+    with pytest.raises(TaskSpecError, match="clock_999"):
+        _task_ids("AndroidLab-v0", "clock_999", None)
