@@ -95,6 +95,11 @@ def test_androidlab_metrics_hand_computed():
     assert abs(s["sub_goal_sr"] - (1.0 + 1 / 3 + 0.0) / 3) < 1e-12
     assert abs(s["ror"] - 6 / 17) < 1e-12
     assert summarize([rec("d/0/0", True, 2)])["overall"]["rrr"] is None
+    # AndroidLab-v0's verifier: {key: bool} sub-goals and its own subgoal_score (1 when complete)
+    lab = [rec("e/0/0", False, 3), rec("f/0/0", True, 2)]
+    lab[0]["verifier"] = {"subgoals": {"1": True, "2": False, "3": False, "4": True}}
+    lab[1]["verifier"] = {"subgoals": {"1": False}, "subgoal_score": 1.0}  # complete overrides sub-goals
+    assert abs(summarize(lab)["overall"]["sub_goal_sr"] - (0.5 + 1.0) / 2) < 1e-12
 
 
 def test_eval_records_screen_changes_for_ror(tmp_path):

@@ -9,7 +9,8 @@ successes. pass@k: a (task, seed) counts as solved when any of its scored attemp
 AndroidLab's metrics (Xu et al., 2024, "AndroidLab", section 3.3), reported where the records
 carry what they need (otherwise None):
 
-* Sub-Goal SR: mean fraction of sub-goals met, from ``verifier["subgoals"]`` (a list of bools).
+* Sub-Goal SR: mean sub-goal score, from ``verifier["subgoal_score"]`` or ``verifier["subgoals"]``
+  (a list of bools or AndroidLab's ``{key: bool}``; see :func:`_subgoal_score`).
 * RRR (Reversed Redundancy Ratio): reference-plan length / agent steps, averaged over
   successful episodes of tasks with a reference plan (higher = fewer wasted steps).
 * ROR (Reasonable Operation Ratio): share of operations after which the screen changed.
@@ -56,16 +57,29 @@ def episode_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _subgoal_score(verifier: dict[str, Any]) -> Any:
+    """One episode's sub-goal score: the verifier's ``subgoal_score`` (AndroidLab-v0: 1 when the task
+    is complete, else the share of sub-goals met), else the share of true ``subgoals`` (a list of
+    bools, or AndroidLab's ``{key: bool}``); None when it has neither."""
+    if isinstance(verifier.get("subgoal_score"), (int, float)):
+        return float(verifier["subgoal_score"])
+    goals = verifier.get("subgoals")
+    values = list(goals.values()) if isinstance(goals, dict) else goals
+    if not values or not isinstance(values, list):
+        return None
+    return sum(map(bool, values)) / len(values)
+
+
 def androidlab_stats(done: list[dict[str, Any]]) -> dict[str, Any]:
     """Sub-Goal SR, RRR and ROR of scored records (see the module docstring); None where unknown."""
-    subgoals = [r["verifier"]["subgoals"] for r in done
-                if isinstance(r.get("verifier"), dict) and r["verifier"].get("subgoals")]
+    subgoals = [_subgoal_score(r["verifier"]) for r in done if isinstance(r.get("verifier"), dict)]
+    subgoals = [g for g in subgoals if g is not None]
     rrr = [r["reference_steps"] / r["steps"] for r in done
            if r.get("success") and r.get("reference_steps") and r.get("steps")]
     ops = sum(int(r.get("operations", 0)) for r in done)
     changing = sum(int(r.get("changing_operations", 0)) for r in done)
     return {
-        "sub_goal_sr": (sum(sum(map(bool, g)) / len(g) for g in subgoals) / len(subgoals)) if subgoals else None,
+        "sub_goal_sr": (sum(subgoals) / len(subgoals)) if subgoals else None,
         "rrr": (sum(rrr) / len(rrr)) if rrr else None,
         "ror": (changing / ops) if ops else None,
     }
