@@ -33,20 +33,18 @@ AVD is :class:`ConfigError` naming it.
 from __future__ import annotations
 
 import abc
-import fcntl
-import json
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Mapping, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.port_claims import locked_claims, port_free
 from guigym.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -353,25 +351,8 @@ def _default_port_dir() -> Path:
     return Path(base) / f"guigym-android-ports-{os.getuid()}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _port_bindable(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
+    return port_free(port, LOOPBACK)
 
 
 class ConsolePortAllocator:
@@ -393,35 +374,8 @@ class ConsolePortAllocator:
         self.lock_timeout = lock_timeout
         self.port_free = port_free
 
-    @contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.state_dir / "ports.lock", "a+") as lock:
-            deadline = time.monotonic() + self.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise EnvInfraError(f"port lock {self.state_dir / 'ports.lock'} held for more than "
-                                            f"{self.lock_timeout:g} s") from None
-                    time.sleep(0.02)
-            try:
-                path = self.state_dir / "claims.json"
-                try:
-                    claims = json.loads(path.read_text())
-                except (OSError, ValueError):
-                    claims = {}
-                claims = {p: c for p, c in claims.items()
-                          if isinstance(c, dict) and _pid_alive(int(c.get("pid", 0)))}
-                yield claims
-                fd, tmp = tempfile.mkstemp(dir=str(self.state_dir), suffix=".part")  # atomic replace
-                with os.fdopen(fd, "w") as f:
-                    json.dump(claims, f)
-                os.replace(tmp, path)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def _locked(self) -> ContextManager[dict[str, Any]]:
+        return locked_claims(self.state_dir, self.lock_timeout)
 
     def allocate(self, owner: str = "") -> int:
         """Claim and return a free even console port (its adb port is the next one)."""

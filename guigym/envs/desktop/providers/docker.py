@@ -17,23 +17,20 @@ also holds the pieces the ``qemu`` provider shares: :class:`PortAllocator`, :fun
 from __future__ import annotations
 
 import atexit
-import fcntl
-import json
 import logging
 import os
 import signal
-import socket
 import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 import weakref
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, ContextManager, Mapping, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.port_claims import locked_claims, port_free
 from guigym.envs.desktop.providers import PROVIDERS
 from guigym.envs.desktop.providers.base import Provider
 
@@ -65,26 +62,6 @@ def _default_state_dir() -> Path:
     return Path(base) / f"guigym-ports-{os.getuid()}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def port_free(port: int, host: str = LOOPBACK) -> bool:
-    """Nothing listens on ``host:port`` and it can be bound (checked by binding it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 class PortAllocator:
     """Host ports for VMs, claimed in ``<state_dir>/claims.json`` under an ``flock``.
 
@@ -97,34 +74,8 @@ class PortAllocator:
         self.state_dir = Path(state_dir) if state_dir is not None else _default_state_dir()
         self.lock_timeout = lock_timeout
 
-    @contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.state_dir / "ports.lock", "a+") as lock:
-            deadline = time.monotonic() + self.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise EnvInfraError(f"port lock {self.state_dir / 'ports.lock'} held for more "
-                                            f"than {self.lock_timeout:g} s") from None
-                    time.sleep(0.05)
-            try:
-                path = self.state_dir / "claims.json"
-                try:
-                    claims = json.loads(path.read_text())
-                except (OSError, ValueError):
-                    claims = {}
-                claims = {p: c for p, c in claims.items() if isinstance(c, dict) and _pid_alive(int(c.get("pid", 0)))}
-                yield claims
-                fd, tmp = tempfile.mkstemp(dir=str(self.state_dir), suffix=".part")
-                with os.fdopen(fd, "w") as f:
-                    json.dump(claims, f)
-                os.replace(tmp, path)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def _locked(self) -> ContextManager[dict[str, Any]]:
+        return locked_claims(self.state_dir, self.lock_timeout, poll_s=0.05)
 
     def allocate(self, starts: Mapping[str, int], owner: str = "", busy: Sequence[int] = (),
                  host: str = LOOPBACK) -> dict[str, int]:
