@@ -9,7 +9,10 @@ Usage::
 What runs
 ---------
 Three envs, on the same MiniWoB++ task pages (the ``html/miniwob/*.html`` of the ``miniwob``
-package installed in the system Python), all in headless Debian Chromium (``/usr/bin/chromium``):
+package installed in the system Python), all in the same headless Chromium: Debian's
+``chromium-headless-shell`` when installed (the binary Playwright itself launches for headless
+runs; the Farama env's chromedriver drives it too), else ``/usr/bin/chromium`` (``--chromium``).
+The Farama row needs Debian's ``chromium-driver`` (``apt install chromium-driver``).
 
 1. ``guigym``: ``gym.make("MiniWoB-v0", task=T)`` (Playwright, system Python). Observation:
    screenshot (uint8 HxWx3) + accessibility-tree XML + instruction + url. No-op action:
@@ -77,7 +80,8 @@ from typing import Any, Callable, Optional
 HERE = Path(__file__).resolve().parent
 DEFAULT_VENV = HERE / ".venv-browsergym"
 DEFAULT_TASKS = ("click-test", "click-button", "enter-text", "click-checkboxes")
-SYSTEM_CHROMIUM = "/usr/bin/chromium"
+SYSTEM_CHROMIUM = ("/usr/lib/chromium/chromium-headless-shell" if os.path.exists("/usr/lib/chromium/chromium-headless-shell")
+                   else "/usr/bin/chromium")
 SYSTEM_CHROMEDRIVER = "/usr/bin/chromedriver"
 BROWSERGYM_SPEC = "browsergym-miniwob==0.14.3"
 RESULT_MARK = "@@WEB_STEP_RESULT@@ "
