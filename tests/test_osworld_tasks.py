@@ -349,7 +349,8 @@ def test_check_direct_json_object():
     assert M.check_direct_json_object(None, {"expected": {"a": 1}}) == 0.0
     assert M.check_direct_json_object({"a": 1}, {"expected": {"a": "__EVALUATION_FAILED__"}}) == 0.0
     assert M.check_direct_json_object({"l": [2, 1]}, {"expected": {"l": [1, 2]}}) == 0.0
-    assert M.check_direct_json_object({"l": [2, 1]}, {"expected": {"l": [1, 2]}, "ignore_list_order": True}) == 1.0
+    assert M.check_direct_json_object({"l": [2, 1]}, {"expected": {"l": [1, 2]}, "ignore_list_order": True}) == 0.0
+    assert M.check_direct_json_object({"l": [2, 1]}, {"expected": {"l": [1, 2], "ignore_list_order": True}}) == 1.0
     inr = {"expect_in_result": True}
     assert M.check_direct_json_object({"t": "Hello World"}, {**inr, "expected": {"t": "World"}}) == 1.0
     assert M.check_direct_json_object({"t": "Hello"}, {**inr, "expected": {"t": "World"}}) == 0.0

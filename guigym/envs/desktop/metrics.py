@@ -128,8 +128,11 @@ def check_direct_json_object(result: Any, rules: Mapping[str, Any], **options: A
     """general.py ``check_direct_json_object``: compare a JSON object with ``rules["expected"]``.
 
     A string result is stripped, ``'`` become ``"``, and it is parsed (unparseable -> 0; OSWorld
-    raises). Without ``expect_in_result`` every expected key must be equal (lists compared sorted
-    when ``ignore_list_order`` is set in ``rules`` or inside ``expected``). With
+    raises). Without ``expect_in_result`` every expected key must be equal; when ``expected``
+    itself holds ``"ignore_list_order": true`` every value is compared sorted (a missing or
+    unsortable value scores 0). As upstream, ``ignore_list_order`` at the rules level is ignored.
+    Upstream also compares the flag key itself (``sorted(True)`` raises, so it always scores 0);
+    here the flag key is skipped. With
     ``expect_in_result``: a list of candidates matches when one is in the result's list or equals
     its string; a string must be a substring of the result's value. An expected value
     ``"__EVALUATION_FAILED__"`` scores 0.
@@ -146,12 +149,12 @@ def check_direct_json_object(result: Any, rules: Mapping[str, Any], **options: A
         if any(v == "__EVALUATION_FAILED__" for v in expected.values()):
             return 0.0
         if not rules.get("expect_in_result", False):
-            ignore_order = rules.get("ignore_list_order", False) or expected.get("ignore_list_order", False)
+            ignore_order = expected.get("ignore_list_order", False)
             for key, want in expected.items():
                 if key == "ignore_list_order":
                     continue
                 got = result.get(key)
-                if ignore_order and isinstance(want, list):
+                if ignore_order:
                     if got is None or sorted(want) != sorted(got):
                         return 0.0
                 elif want != got:
@@ -404,3 +407,7 @@ def evaluate(evaluator_spec: Mapping[str, Any], results: Any, expected: Any = No
     score = sum(scores) / len(scores) if conj == "and" else max(scores)
     details["reason"] = f"{'mean' if conj == 'and' else 'max'} of {len(scores)} metrics"
     return score, details
+
+
+# The metrics in these modules register themselves into METRICS on import.
+from guigym.envs.desktop import metrics_docs, metrics_files, metrics_images, metrics_slides  # noqa: E402,F401

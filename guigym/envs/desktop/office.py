@@ -61,13 +61,32 @@ def _sheet_ref(idx: Union[int, str], result_names: list[str], expected_names: Op
     raise ValueError(f"compare_table: unrecognised sheet index {idx!r}")
 
 
+#: OSWorld's ``table.py`` ``_safe_read_file`` order. latin-1 decodes any byte string, so the later
+#: entries are never reached; the list is kept as upstream has it.
+TEXT_ENCODINGS = ("utf-8", "utf-8-sig", "latin-1", "cp1252", "gbk", "cp1251")
+
+
+def read_text_lines(path: str) -> list[str]:
+    """The lines of a text file, decoded with the first of :data:`TEXT_ENCODINGS` that works
+    (OSWorld's ``_safe_read_file``). Plain utf-8 comes first, so a UTF-8 BOM stays as a leading
+    U+FEFF, as upstream; a non-UTF-8 file never raises a decode error. OSError propagates."""
+    for encoding in TEXT_ENCODINGS:
+        try:
+            with open(path, encoding=encoding) as f:
+                return f.read().splitlines()
+        except UnicodeDecodeError:
+            continue
+    with open(path, encoding="utf-8", errors="replace") as f:  # unreachable after latin-1
+        return f.read().splitlines()
+
+
 def _printed_sheet(book_path: str, sheet: str) -> Optional[list[str]]:
-    """``sheet_print`` reads ``<book>-<sheet>.csv`` (written by OSWorld's getter), stripped lines,
-    trailing empty lines dropped; None when it cannot be read."""
+    """``sheet_print`` reads ``<book>-<sheet>.csv`` (written by OSWorld's getter) with
+    :func:`read_text_lines`, stripped lines, trailing empty lines dropped; None when it cannot be
+    read."""
     csv_name = f"{os.path.splitext(book_path)[0]}-{sheet}.csv"
     try:
-        with open(csv_name, encoding="utf-8") as f:
-            lines = [line.strip() for line in f.read().splitlines()]
+        lines = [line.strip() for line in read_text_lines(csv_name)]
     except OSError:
         return None
     return list(reversed(list(itertools.dropwhile(lambda s: not s, reversed(lines)))))
