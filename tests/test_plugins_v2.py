@@ -344,6 +344,8 @@ def test_rollout_hooks_change_what_the_real_loop_collects(tmp_path):
     tok = HFPolicy(tmp_path / "run" / "init_model").tokenizer
     for t in trajs:
         text = tok.decode(t.steps[0].prompt_ids)
+        # the env's own instruction is recorded, without the conditioner's guidance
+        assert t.info["instruction"].strip() and "PLAN:" not in t.info["instruction"]
         if t.info["member"] == 0:
             assert t.guidance_level == 2 and t.info["guidance"]["source"] == "test_plan"
             assert "PLAN: read the task first" in text
