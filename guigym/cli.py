@@ -2,6 +2,7 @@
 
     guigym eval --env MiniWoB-v0 --tasks click-test,enter-text --agent oracle --num-envs 2 \\
                 --episodes 5 --out runs/demo
+    guigym eval ... --backend ray [--ray-address auto] [--ray-resource desktop=1]   # envs as Ray actors
     guigym tasks list --env MiniWoB-v0
     guigym serve --model PATH --port 8000 --api-key TOKEN   # OpenAI-compatible server
     guigym report runs/demo          # rebuild runs/demo/report.html and results.csv
@@ -98,7 +99,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from guigym.agents import make_agent
-    from guigym.core.errors import TaskSpecError
+    from guigym.core.errors import ConfigError, TaskSpecError
     from guigym.eval.runner import EvalConfig, run_eval
     from guigym.eval.summary import render_table, summarize
 
@@ -124,10 +125,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     env_kwargs = dict(env_opts)
     if args.max_steps:
         env_kwargs["max_steps"] = args.max_steps
+    try:
+        ray_resources = {k: float(v) for k, v in _kv_opts(args.ray_resource, "--ray-resource").items()}  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        print(f"error: --ray-resource wants KEY=NUMBER: {exc}", file=sys.stderr)
+        return 2
     config = EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=args.num_envs,
                         episodes=args.episodes, attempts=args.attempts, seed=args.seed, env_kwargs=env_kwargs,
-                        save_screenshots=not args.no_screenshots)
-    records = run_eval(config, lambda: make_agent(args.agent, seed=args.seed, **agent_opts), progress=not args.quiet)
+                        save_screenshots=not args.no_screenshots, backend=args.backend, ray_address=args.ray_address,
+                        ray_num_cpus=args.ray_num_cpus, ray_resources=ray_resources)
+    try:
+        records = run_eval(config, lambda: make_agent(args.agent, seed=args.seed, **agent_opts), progress=not args.quiet)
+    except ConfigError as exc:  # e.g. --backend ray without the ray package, resources no node has
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     summary = summarize(r for r in records if r["task_id"] in set(task_ids))
     if len(summary["per_domain"]) > 1:
         Console().print(render_table(summary, "per_domain"))
@@ -211,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True, help="output directory; rerunning with the same one resumes")
     e.add_argument("--no-screenshots", action="store_true", help="do not save per-step screenshots")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.add_argument("--backend", choices=["process", "ray"], default="process",
+                   help="process: a worker process per env (default); ray: a Ray actor per env (the ray extra)")
+    e.add_argument("--ray-address", default=None,
+                   help="with --backend ray: Ray cluster address (e.g. auto); default: start a local Ray")
+    e.add_argument("--ray-num-cpus", type=float, default=1.0, help="with --backend ray: logical CPUs per env actor")
+    e.add_argument("--ray-resource", action="append", metavar="KEY=N",
+                   help="with --backend ray: a custom resource per env actor, e.g. desktop=1 (repeatable)")
     e.set_defaults(func=cmd_eval)
 
     r = sub.add_parser("report", help="rebuild report.html and results.csv of an eval output directory; with "
@@ -241,13 +259,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("tasks", help="list tasks; 'tasks check [--env OSWorld-v0|WebArena-v0]' proves no-op 0 and reference 1 per task")
-    t.add_argument("action", choices=["list", "check"])
+    t.add_argument("action", choices=["list", "check", "coverage"],
+                   help="coverage: what OSWorld task files need and lack here (see 'guigym tasks coverage --help')")
     t.add_argument("--env", default="MiniWoB-v0")
     t.add_argument("--suite", default=None, help="MiniWoB: all | flight | oracle (default all); OSWorld: embedded")
     t.set_defaults(func=cmd_tasks)
 
     # These own their flags (see their --help); main() hands them the rest of argv.
     sub.add_parser("train", help="GRPO-family training from a YAML recipe (see 'guigym train --help')", add_help=False)
+    sub.add_parser("osworld", help="'osworld cache --tasks DIR': download or --import the files OSWorld tasks "
+                                   "reference (see 'guigym osworld cache --help')", add_help=False)
     sub.add_parser("doctor", help="what this machine has and lacks for each env and the trainer, with install hints "
                                   "(see 'guigym doctor --help')", add_help=False)
     return p
@@ -258,6 +279,8 @@ _DELEGATED = {
     ("train",): ("guigym.train.loop", "main"),
     ("doctor",): ("guigym.doctor", "main"),
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
+    ("tasks", "coverage"): ("guigym.envs.desktop.coverage", "main"),
+    ("osworld",): ("guigym.envs.desktop.cache", "main"),
 }
 #: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
 _CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check"}

@@ -453,18 +453,16 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _focused(el: ET.Element) -> bool:
-    return any(_local(k) == "focused" and v == "true" for k, v in el.attrib.items())
-
-
 @GETTERS.register("active_url_from_accessTree")
 def get_active_url_from_accessTree(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
-    """The active tab's url read from the browser's address bar in the a11y tree.
+    """The active tab's url read from the browser's address bar in the a11y tree, as OSWorld.
 
-    OSWorld selects ``application[name=Google Chrome] entry[name=Address and search bar]``
-    (``Chromium`` on arm VMs); we accept either application name, prefer a focused entry,
-    else the last entry with text, and prepend ``goto_prefix`` (default ``https://``) unless
-    the text already has a scheme (``www.`` is not doubled). None when no entry has text.
+    OSWorld selects every ``entry[name="Address and search bar"]`` inside
+    ``application[name="Google Chrome"]`` (``Chromium`` on arm VMs), returns None when none
+    exists or the *last* one has no text, and otherwise returns ``goto_prefix`` (default
+    ``https://``) + the *first* one's text, verbatim: no scheme check, no ``www.`` folding.
+    Here ``Google Chrome`` entries are used when that application is in the tree, else
+    ``Chromium`` ones (Debian's Chromium answers as google-chrome but names itself Chromium).
     """
     xml = ctx.client.accessibility_tree()
     if not xml:
@@ -474,22 +472,16 @@ def get_active_url_from_accessTree(ctx: GetterContext, spec: Mapping[str, Any]) 
     except ET.ParseError as e:
         log.info("active_url_from_accessTree: unparseable a11y tree: %s", e)
         return None
-    entries: list[ET.Element] = []
+    entries: dict[str, list[ET.Element]] = {"Google Chrome": [], "Chromium": []}
     for app in root.iter():
-        if _local(app.tag) == "application" and app.get("name") in ("Google Chrome", "Chromium"):
-            entries.extend(el for el in app.iter()
-                           if _local(el.tag) == "entry" and el.get("name") == "Address and search bar"
-                           and (el.text or "").strip())
-    if not entries:
+        if _local(app.tag) == "application" and app.get("name") in entries:
+            entries[app.get("name", "")].extend(
+                el for el in app.iter() if _local(el.tag) == "entry" and el.get("name") == "Address and search bar")
+    found = entries["Google Chrome"] or entries["Chromium"]
+    if not found or not found[-1].text:
         return None
-    focused = [el for el in entries if _focused(el)]
-    text = (focused[-1] if focused else entries[-1]).text.strip()  # type: ignore[union-attr]
-    prefix = spec.get("goto_prefix", "https://") or ""
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+\-.]*:", text):
-        return text
-    if prefix.endswith("www.") and text.lower().startswith("www."):
-        text = text[4:]
-    return prefix + text
+    prefix = spec.get("goto_prefix", "https://")
+    return f"{'' if prefix is None else prefix}{found[0].text or ''}"
 
 
 # --------------------------------------------------------------------------- app config files
@@ -548,3 +540,7 @@ def get_profile_name(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[st
         profile = prefs.get("profile") if isinstance(prefs, dict) else None
         return profile.get("name") if isinstance(profile, dict) else None
     return None
+
+
+# The getters in these modules register themselves into GETTERS on import.
+from guigym.envs.desktop import getters_browser  # noqa: E402,F401

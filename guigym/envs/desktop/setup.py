@@ -10,8 +10,11 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
 * ``execute`` / ``command`` (``command``, ``shell``, ``stdout``, ``stderr``, ``until``): as
   OSWorld, the command is re-run until ``until`` (``returncode`` / ``stdout`` / ``stderr``
   substring) holds; OSWorld loops forever, we stop after ``until_timeout`` seconds with an
-  :class:`EnvInfraError`. A command whose program does not exist in the desktop raises
-  :class:`MissingToolError` naming it (OSWorld logs it and carries on, then scores 0).
+  :class:`EnvInfraError`. A command whose program does not exist in the desktop (exit 127,
+  or the server could not start it) is logged as a warning naming the program and the setup
+  goes on, as OSWorld's ``_execute_setup`` does (it logs every answer and never checks the
+  return code); the step's record then holds ``result.missing_program``. With ``until`` the
+  step ends there instead of re-running a command that cannot succeed.
 * ``launch`` (``command``, ``shell``): the program is looked up in the desktop first (a launch
   returns before the program runs, so a missing app would otherwise go unnoticed).
 * ``open`` (``path``), ``activate_window`` / ``close_window`` (``window_name``, ``strict``,
@@ -37,6 +40,9 @@ Other OSWorld types (``change_wallpaper``, ``googledrive``, ``login``, ``update_
 ``proxy``, ``tidy_desktop``, ``act``, ``replay``) raise :class:`SetupUnavailableError`; an unknown
 type or malformed parameters raise :class:`TaskSpecError` naming the step index.
 ``{CLIENT_PASSWORD}``/``{SCREEN_*}`` placeholders are substituted in every parameter.
+Paths under ``~/.config/google-chrome`` in any parameter are rewritten to ``~/.config/chromium``
+when the desktop has no real Google Chrome (no ``/opt/google/chrome`` and no Chrome profile):
+there ``google-chrome`` is Debian's Chromium, whose profile lives in ``~/.config/chromium``.
 """
 from __future__ import annotations
 
@@ -68,7 +74,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "MissingResourceError", "MissingToolError", "SetupUnavailableError", "SetupContext",
     "STEP_HANDLERS", "UNSUPPORTED_STEPS", "run_setup", "download_cache_path", "compare_urls",
-    "fetch_url_to_cache",
+    "fetch_url_to_cache", "map_chrome_profile",
 ]
 
 
@@ -139,6 +145,7 @@ class SetupContext:
     download_timeout: float = 300.0
     sleep: Callable[[float], None] = time.sleep
     _tool_cache: dict[str, bool] = field(default_factory=dict)
+    _chrome_is_chromium: Optional[bool] = None
 
     def has_tool(self, name: str) -> bool:
         """Whether ``name`` resolves in the desktop's PATH (``command -v``), cached per call."""
@@ -147,6 +154,36 @@ class SetupContext:
                                       shell=False, timeout=30)
             self._tool_cache[name] = _returncode(res) == 0
         return self._tool_cache[name]
+
+    def chrome_is_chromium(self) -> bool:
+        """True when the desktop's ``google-chrome`` is Chromium: no Google Chrome install
+        (``/opt/google/chrome``) and no Chrome profile (``~/.config/google-chrome``). Cached."""
+        if self._chrome_is_chromium is None:
+            res = self.client.execute(["sh", "-c", 'test -e /opt/google/chrome || test -d "$HOME/.config/google-chrome"'],
+                                      shell=False, timeout=30)
+            self._chrome_is_chromium = _returncode(res) not in (0, None)
+        return self._chrome_is_chromium
+
+
+#: ``.config/google-chrome`` as a path component (``~/.config/google-chrome/Default``,
+#: ``/home/user/.config/google-chrome``), not a url that merely mentions google-chrome
+_CHROME_PROFILE = re.compile(r"(?<=\.config/)google-chrome(?=$|[/\s\"';&|)])")
+
+
+def map_chrome_profile(value: Any) -> Any:
+    """``value`` (nested dicts/lists of strings) with ``.config/google-chrome`` paths pointing
+    at Chromium's ``.config/chromium``.
+
+    >>> map_chrome_profile({"command": "cd ~/.config/google-chrome/Default && ls"})
+    {'command': 'cd ~/.config/chromium/Default && ls'}
+    """
+    if isinstance(value, str):
+        return _CHROME_PROFILE.sub("chromium", value)
+    if isinstance(value, Mapping):
+        return {k: map_chrome_profile(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_chrome_profile(v) for v in value]
+    return value
 
 
 def _returncode(result: Any) -> Optional[int]:
@@ -231,8 +268,24 @@ def _check_program(ctx: SetupContext, command: Any, shell: bool, what: str) -> N
 # --------------------------------------------------------------------------- execute / command
 
 
-def _run_command(ctx: SetupContext, command: Any, shell: bool) -> dict[str, Any]:
-    """One ``/execute`` call; a failure caused by a missing program becomes MissingToolError."""
+def _run_command(ctx: SetupContext, command: Any, shell: bool, tolerate_missing: bool = False) -> dict[str, Any]:
+    """One ``/execute`` call; a failure caused by a missing program becomes MissingToolError,
+    or with ``tolerate_missing`` a logged warning and a result ``{"returncode": 127,
+    "missing_program": name, ...}`` (what OSWorld's ``_execute_setup`` carries on with)."""
+    if not tolerate_missing:
+        return _run_command_strict(ctx, command, shell)
+    try:
+        return _run_command_strict(ctx, command, shell)
+    except MissingToolError as e:
+        log.warning("setup command %r: %s; continuing as OSWorld does (the task will likely score 0)",
+                    command, e)
+        res = dict(getattr(e, "result", None) or {"status": "error", "returncode": 127, "output": "",
+                                                  "error": str(e)})
+        res["missing_program"] = e.missing
+        return res
+
+
+def _run_command_strict(ctx: SetupContext, command: Any, shell: bool) -> dict[str, Any]:
     try:
         res = ctx.client.execute(command, shell=shell, timeout=ctx.command_timeout)
     except EnvInfraError:
@@ -264,8 +317,10 @@ def _run_command(ctx: SetupContext, command: Any, shell: bool) -> dict[str, Any]
             if prog and not ctx.has_tool(prog):
                 missing = prog
         if missing:
-            raise MissingToolError(f"program {missing!r} is not installed in the desktop "
+            err = MissingToolError(f"program {missing!r} is not installed in the desktop "
                                    f"(exit 127: {str(res.get('error') or '').strip()[:200]})", missing=missing)
+            err.result = res  # type: ignore[attr-defined]  # the real answer, kept when tolerated
+            raise err
     return res
 
 
@@ -300,12 +355,12 @@ def step_execute(ctx: SetupContext, command: Any, stdout: str = "", stderr: str 
     until = dict(until or {})
     deadline = time.monotonic() + ctx.until_timeout
     while True:
-        res = _run_command(ctx, command, shell)
+        res = _run_command(ctx, command, shell, tolerate_missing=True)
         if stdout:
             _write_cache_text(ctx, "parameters.stdout", stdout, str(res.get("output") or ""))
         if stderr:
             _write_cache_text(ctx, "parameters.stderr", stderr, str(res.get("error") or ""))
-        if not until or _until_met(until, res):
+        if not until or _until_met(until, res) or "missing_program" in res:
             return res
         if time.monotonic() >= deadline:
             raise EnvInfraError(f"command {command!r} did not reach until={until} within "
@@ -741,6 +796,9 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
             size = tuple(client.screen_size())  # type: ignore[assignment]
         w, h = size if size is not None else (1920, 1080)
         params = substitute(dict(params), osworld_vars(password, w, h))
+        if ".config/google-chrome" in json.dumps(params, default=str) and ctx.chrome_is_chromium():
+            params = map_chrome_profile(params)
+            log.info("%s: ~/.config/google-chrome mapped to Chromium's ~/.config/chromium", where)
         _check_params(handler, params, where)
         t0 = time.monotonic()
         try:
