@@ -411,3 +411,4 @@ def evaluate(evaluator_spec: Mapping[str, Any], results: Any, expected: Any = No
 
 # The metrics in these modules register themselves into METRICS on import.
 from guigym.envs.desktop import metrics_docs, metrics_files, metrics_images, metrics_slides  # noqa: E402,F401
+from guigym.envs.desktop import metrics_apps  # noqa: E402,F401

@@ -13,6 +13,9 @@ import re
 from typing import Any, Optional, Union
 
 from guigym.core.errors import GuigymError
+# a private name: coverage.py would read a public office.TABLE_RULES as the full rule list
+from guigym.envs.desktop.office_rules import TABLE_RULES as _MORE_TABLE_RULES
+from guigym.envs.desktop.office_rules import TableBooks
 from guigym.envs.desktop.textsim import ratio
 
 
@@ -32,7 +35,8 @@ def require(module: str, package: str, metric: str) -> Any:
 
 # --------------------------------------------------------------------------- compare_table
 
-_SUPPORTED_TABLE_RULES = ("sheet_name", "sheet_data", "sheet_print")
+#: every compare_table rule type handled here (the last ones by office_rules.TABLE_RULES)
+_SUPPORTED_TABLE_RULES = ("sheet_name", "sheet_data", "sheet_print", *_MORE_TABLE_RULES)
 
 
 def _sheet_ref(idx: Union[int, str], result_names: list[str], expected_names: Optional[list[str]]
@@ -98,8 +102,9 @@ def compare_table(result: Optional[str], expected: Optional[str] = None, **optio
 
     Rule types implemented: ``sheet_name`` (same sheet names), ``sheet_data`` (pandas frames
     equal after rounding to ``precision`` digits, default 4), ``sheet_print`` (the printed CSV
-    exports equal, ``ignore_case`` optional). Other OSWorld rule types (charts, styles, filters,
-    pivot tables, ``check_cell``, ...) raise NotImplementedError naming the type.
+    exports equal, ``ignore_case`` optional), and those of
+    :data:`guigym.envs.desktop.office_rules.TABLE_RULES` (chart, pivot_table, check_cell,
+    sheet_fuzzy, style). Other OSWorld rule types raise NotImplementedError naming the type.
     A missing result scores 0; an unreadable result workbook scores 0.
     """
     if result is None:
@@ -107,7 +112,7 @@ def compare_table(result: Optional[str], expected: Optional[str] = None, **optio
     openpyxl = require("openpyxl", "openpyxl", "compare_table")
     pd = require("pandas", "pandas", "compare_table")
     try:
-        openpyxl.load_workbook(filename=result)
+        result_xl = openpyxl.load_workbook(filename=result)
         result_book = pd.ExcelFile(result)
     except Exception:  # OSWorld: a result that does not open scores 0
         return 0.0
@@ -118,6 +123,7 @@ def compare_table(result: Optional[str], expected: Optional[str] = None, **optio
         books["expected"] = pd.ExcelFile(expected)
         expected_names = list(books["expected"].sheet_names)
     result_names = list(result_book.sheet_names)
+    tables: Optional[TableBooks] = None  # made for the first rule that needs it
 
     for rule in options.get("rules", []):
         kind = rule.get("type")
@@ -147,9 +153,17 @@ def compare_table(result: Optional[str], expected: Optional[str] = None, **optio
                 sheets = [[s.lower() for s in sheet] for sheet in sheets]  # type: ignore[union-attr]
             ok = sheets[0] == sheets[1]
         else:
-            raise NotImplementedError(
-                f"compare_table rule type {kind!r} is not implemented here; "
-                f"implemented: {', '.join(_SUPPORTED_TABLE_RULES)}")
+            if kind not in _MORE_TABLE_RULES:
+                raise NotImplementedError(
+                    f"compare_table rule type {kind!r} is not implemented here; "
+                    f"implemented: {', '.join(_SUPPORTED_TABLE_RULES)}")
+            if tables is None:
+                tables = TableBooks(paths=dict(paths), names={"result": result_names, "expected": expected_names},
+                                    workbooks={"result": result_xl})
+            verdict = _MORE_TABLE_RULES[kind](rule, tables)
+            if verdict is None:  # OSWorld returns 0 at once (e.g. check_cell on a missing sheet)
+                return 0.0
+            ok = verdict
         if not ok:
             return 0.0
     return 1.0

@@ -1,0 +1,245 @@
+"""OSWorld metrics for app state: Thunderbird prefs and filters, browser tabs and extensions,
+and a11y-tree checks.
+
+Semantics follow OSWorld's ``desktop_env/evaluators/metrics/`` (``thunderbird.py``
+check_thunderbird_prefs/check_thunderbird_filter, ``chrome.py`` is_expected_url_pattern_match/
+is_expected_active_tab, ``vscode.py`` is_extension_installed, ``general.py``
+check_accessibility_tree). Rule values are matched with OSWorld's ``_match_value_to_rule``
+(:func:`guigym.envs.desktop.metrics_files.match_value_to_rule`). ``check_accessibility_tree``
+needs lxml and cssselect (the ``desktop`` extra); a missing one raises MetricDependencyError.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+from guigym.envs.desktop.metrics import METRICS
+from guigym.envs.desktop.metrics_files import match_value_to_rule
+from guigym.envs.desktop.office import require
+from guigym.envs.desktop.textsim import ratio
+
+log = logging.getLogger(__name__)
+
+__all__ = ["check_thunderbird_prefs", "check_thunderbird_filter", "parse_thunderbird_filters",
+           "is_expected_url_pattern_match", "is_extension_installed", "is_expected_active_tab",
+           "check_accessibility_tree", "A11Y_NAMESPACES"]
+
+
+def _safe_match(value: Any, rule: Mapping[str, Any]) -> bool:
+    """:func:`match_value_to_rule`, with a type mismatch (``re`` on a number, ``lt`` between a
+    string and a number) read as no match; OSWorld raises out of the metric there."""
+    try:
+        return match_value_to_rule(value, rule)
+    except TypeError:
+        return False
+
+
+def _match_record(pattern: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
+    """utils.py ``_match_record``: every key of ``pattern`` is in ``item`` with an equal value."""
+    return all(k in item and item[k] == v for k, v in pattern.items())
+
+
+# --------------------------------------------------------------------------- thunderbird.py
+
+#: one prefs.js line: ``user_pref("key", <JSON value>);``
+_PREF_LINE = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<val>.+)\);$')
+
+
+@METRICS.register("check_thunderbird_prefs")
+def check_thunderbird_prefs(result: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
+    """thunderbird.py: ``result`` is a ``prefs.js`` path; ``rule = {"expect": {key: {"method",
+    "ref"}}, "unexpect": {key: {...}}}``.
+
+    Every ``expect`` key must be set and its last value must match its rule; no value of an
+    ``unexpect`` key may match its rule. Values are the JSON of each ``user_pref`` line; a line
+    whose value is not JSON is skipped (OSWorld raises). A missing file scores 0.
+    """
+    if result is None:
+        return 0.0
+    expect, unexpect = rule.get("expect", {}), rule.get("unexpect", {})
+    found = {k: False for k in expect}
+    clean = True
+    try:
+        with open(result, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0.0
+    for line in lines:
+        m = _PREF_LINE.match(line.strip())
+        if m is None:
+            continue
+        key = m.group("key")
+        try:
+            value = json.loads(m.group("val"))
+        except ValueError:
+            log.info("check_thunderbird_prefs: value of %s is not JSON: %r", key, m.group("val"))
+            continue
+        if key in expect:
+            found[key] = _safe_match(value, expect[key])
+        elif key in unexpect:
+            clean = clean and not _safe_match(value, unexpect[key])
+    return float(all(found.values()) and clean)
+
+
+#: one filter condition term of msgFilterRules.dat: ``AND (subject,contains,text)``, quoted
+#: values may hold ``)``; or the ``ALL`` condition
+_CONDITION = re.compile(r'\b(?:AND|OR) \((?:[\w ]+),(?:[\w \']+),(?:"(?:[^"]|\")+"|[^)]+)\)|\bALL\b')
+
+
+def _unescape(value: str) -> str:
+    return value.replace('\\"', '"').replace("\\\\", "\\")
+
+
+def parse_thunderbird_filters(text: str) -> list[dict[str, Any]]:
+    """Filters of a ``msgFilterRules.dat``: each ``{"name", "enabled", "type", "action",
+    "actionValue", "condition": [terms]}`` (string values unescaped; a later ``action`` of the
+    same filter replaces an earlier one). As OSWorld, a filter is complete at its ``condition=``
+    line; one without a condition is dropped."""
+    filters: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, sep, raw = line.partition("=")
+        if not sep or key not in ("name", "enabled", "type", "action", "actionValue", "condition"):
+            continue
+        value = raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw
+        value = _unescape(value)
+        if key == "name":
+            current = {"name": value}
+        elif key == "condition":
+            current["condition"] = _CONDITION.findall(value)
+            filters.append(current)
+        else:
+            current[key] = value
+    return filters
+
+
+@METRICS.register("check_thunderbird_filter")
+def check_thunderbird_filter(result: Optional[str], rules: Mapping[str, Sequence[Mapping[str, Any]]],
+                             **options: Any) -> float:
+    """thunderbird.py: ``result`` is a ``msgFilterRules.dat`` path; every record of
+    ``rules["expect"]`` must equal (on its keys) some filter of :func:`parse_thunderbird_filters`
+    and no record of ``rules["unexpect"]`` may. A missing file scores 0."""
+    if result is None:
+        return 0.0
+    try:
+        with open(result, encoding="utf-8", errors="replace") as f:
+            filters = parse_thunderbird_filters(f.read())
+    except OSError:
+        return 0.0
+    expect, unexpect = rules.get("expect", []), rules.get("unexpect", [])
+    found = [any(_match_record(r, flt) for flt in filters) for r in expect]
+    clean = not any(_match_record(r, flt) for flt in filters for r in unexpect)
+    return float(all(found) and clean)
+
+
+# --------------------------------------------------------------------------- chrome.py, vscode.py
+
+
+@METRICS.register("is_expected_url_pattern_match")
+def is_expected_url_pattern_match(result: Union[str, Mapping[str, Any], None], rules: Mapping[str, Any],
+                                  **options: Any) -> float:
+    """chrome.py: every regex of ``rules["expected"]`` is found (``re.search``) in the url;
+    ``result`` is the url or a dict with ``url`` (``active_tab_info``). Empty/other -> 0."""
+    if not result:
+        return 0.0
+    if isinstance(result, str):
+        url = result
+    elif isinstance(result, Mapping) and "url" in result:
+        url = result["url"]
+    else:
+        return 0.0
+    if not isinstance(url, str):
+        return 0.0
+    return float(all(re.search(p, url) for p in rules["expected"]))
+
+
+@METRICS.register("is_extension_installed")
+def is_extension_installed(actual: Any, rules: Mapping[str, Any], **options: Any) -> float:
+    """vscode.py: ``rules["type"]`` ``contain`` -> ``rules["expected"] in actual``;
+    ``not_contain`` -> not in. ``actual`` is a string (command output) or a list (extension
+    paths). Other types raise NotImplementedError naming them."""
+    kind = rules.get("type")
+    if actual is None:
+        return 0.0
+    if kind == "contain":
+        return float(rules["expected"] in actual)
+    if kind == "not_contain":
+        return float(rules["expected"] not in actual)
+    raise NotImplementedError(f"is_extension_installed: rule type {kind!r} is not supported (contain, not_contain)")
+
+
+@METRICS.register("is_expected_active_tab")
+def is_expected_active_tab(active_tab_info: Union[str, Mapping[str, Any], None], rule: Mapping[str, Any],
+                           **options: Any) -> float:
+    """chrome.py: with ``rule["type"] == "url"``, the active tab's url (a string, or the ``url``
+    of an ``active_tab_info`` dict) equals ``rule["url"]`` under OSWorld's ``compare_urls``
+    (scheme default http, no ``www``, no public suffix, ``/`` path ignored). Other types -> 0."""
+    from guigym.envs.desktop.setup import compare_urls  # setup imports getters; keep import-time light
+
+    if not active_tab_info:
+        return 0.0
+    if rule.get("type") != "url":
+        log.info("is_expected_active_tab: unknown rule type %r", rule.get("type"))
+        return 0.0
+    actual = active_tab_info.get("url") if isinstance(active_tab_info, Mapping) else active_tab_info
+    return float(compare_urls(rule["url"], actual))
+
+
+# --------------------------------------------------------------------------- general.py
+
+#: a11y XML namespaces by OS, as OSWorld's ``_accessibility_ns_map`` (our server emits "ubuntu")
+A11Y_NAMESPACES: dict[str, dict[str, str]] = {
+    osname: {p: f"https://accessibility.{osname}.example.org/ns/{suffix}" for p, suffix in (
+        ("st", "state"), ("attr", "attributes"), ("cp", "component"), ("doc", "document"),
+        ("docattr", "document/attributes"), ("txt", "text"), ("val", "value"), ("act", "action"))}
+    for osname in ("ubuntu", "windows", "macos")
+}
+A11Y_NAMESPACES["windows"]["class"] = "https://accessibility.windows.example.org/ns/class"
+A11Y_NAMESPACES["macos"]["role"] = "https://accessibility.macos.example.org/ns/role"
+del A11Y_NAMESPACES["macos"]["docattr"]  # upstream's macos map has no docattr
+
+
+@METRICS.register("check_accessibility_tree")
+def check_accessibility_tree(result: Optional[str], rules: Sequence[Mapping[str, Any]], osname: str = "ubuntu",
+                             **options: Any) -> float:
+    """general.py: for each rule select elements of the a11y XML ``result`` by ``xpath`` (wins)
+    or by the CSS ``selectors`` joined with ", " (namespace prefixes ``st|``, ``attr|``...).
+    No element -> 0. With ``text``: the rule scores the best element, 1/0 for ``exact`` (the
+    default) or ``ratio/100`` otherwise, on the element's own text. The score is the product
+    over rules. A rule with neither xpath nor selectors raises ValueError, as upstream."""
+    if not result:
+        return 0.0
+    etree = require("lxml.etree", "lxml", "check_accessibility_tree")
+    ns = A11Y_NAMESPACES[osname]
+    try:
+        root = etree.fromstring(result.encode("utf-8") if isinstance(result, str) else result)
+    except etree.XMLSyntaxError:
+        return 0.0
+    total = 1.0
+    for r in rules:
+        if "xpath" in r:
+            elements = root.xpath(r["xpath"], namespaces=ns)
+        elif "selectors" in r:
+            require("cssselect", "cssselect", "check_accessibility_tree")
+            from lxml.cssselect import CSSSelector
+
+            elements = CSSSelector(", ".join(r["selectors"]), namespaces=ns)(root)
+        else:
+            raise ValueError("check_accessibility_tree: a rule needs 'xpath' or 'selectors'")
+        elements = [e for e in elements if hasattr(e, "text")] if isinstance(elements, list) else []
+        if not elements:
+            log.info("check_accessibility_tree: nothing matches %s", r.get("xpath", r.get("selectors")))
+            return 0.0
+        if "text" in r:
+            want = r["text"]
+            if r.get("exact", True):
+                score = max(float((e.text or None) == want) for e in elements)
+            else:
+                score = max((ratio(want, e.text) / 100.0 if e.text else 0.0) for e in elements)
+        else:
+            score = 1.0
+        total *= score
+    return float(total)
