@@ -54,10 +54,11 @@ CODE_CATEGORIES = ("metric", "getter", "setup")
 RUNTIME_CATEGORIES = ("app", "network", "cache")
 CATEGORIES = CODE_CATEGORIES + RUNTIME_CATEGORIES + ("invalid",)
 
-#: getters that fetch a live web page themselves (OSWorld opens it with Playwright or requests)
+#: getters that fetch a live web page themselves (OSWorld opens it with Playwright or requests);
+#: guigym's active_tab_info reads the tab already open instead (getters_browser.py), so it is not here
 NETWORK_GETTERS = frozenset({
     "info_from_website", "page_info", "pdf_from_url", "gotoRecreationPage_and_get_html_content",
-    "googledrive_file", "active_tab_info",
+    "googledrive_file",
 })
 #: setup types that talk to a web service
 NETWORK_STEPS = frozenset({"googledrive", "login", "proxy"})
