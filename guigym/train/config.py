@@ -334,6 +334,29 @@ class RunConfig(_Section):
     db_url: Optional[str] = Field(None, description="SQLAlchemy URL of the DataStore (default "
                                                     "sqlite:///<run.dir>/guigym.db; postgresql+psycopg://... for clusters)")
     blob_root: Optional[str] = Field(None, description="fsspec URL/path for blobs (default <run.dir>/blobs)")
+    backend: Literal["process", "ray"] = Field(
+        "process", description="where the rollout envs run: 'process' = one worker process per env on this machine "
+                               "(guigym.envs.EnvPool); 'ray' = one Ray actor per env, placed on any node of a Ray "
+                               "cluster with the resources of the `ray` section (guigym.envs.ray_backend.RayEnvPool; "
+                               "needs the ray extra). Same trajectories and first update for the same seeds; an actor "
+                               "that dies loses its rollout, which is rerun and never scored (default process)")
+
+
+class RayConfig(_Section):
+    """The Ray cluster of ``run.backend: ray`` (guigym.envs.ray_backend.RayEnvPool): one actor per env
+    (``env.num_envs`` of them), each holding ``num_cpus`` and ``resources`` for its lifetime."""
+
+    address: Optional[str] = Field(
+        None, description="ray.init address when Ray is not initialised yet: 'auto' (the cluster this machine "
+                          "joined with `ray start`), 'ray://head:10001' (Ray client) or null = start a local Ray "
+                          "with enough logical CPUs for every env, shut down at the end (ray.init `address`; "
+                          "default null)")
+    num_cpus: float = Field(1.0, ge=0, description="logical CPUs each env actor holds (Ray actor option `num_cpus`; "
+                                                   "default 1)")
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each env actor holds, e.g. {desktop: 1} or "
+                                          "{android_device: 1}, declared on the nodes by `ray start --resources` "
+                                          "(Ray actor option `resources`; default {})")
 
 
 class LogConfig(_Section):
@@ -375,7 +398,7 @@ class DistributedConfig(_Section):
 
 
 class TrainConfig(_Section):
-    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, log, distributed."""
+    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, log, distributed, ray."""
 
     run: RunConfig
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -386,9 +409,15 @@ class TrainConfig(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    ray: RayConfig = Field(default_factory=RayConfig, description="Ray cluster and per-env resources of "
+                                                                  "run.backend: ray")
 
     @model_validator(mode="after")
     def _cross(self) -> "TrainConfig":
+        if self.run.backend != "ray" and self.ray != RayConfig():  # would silently do nothing (defaults: a dump)
+            changed = [k for k in RayConfig.model_fields if getattr(self.ray, k) != getattr(RayConfig(), k)]
+            raise ValueError(f"ray: {', '.join(changed)} set but run.backend is {self.run.backend!r}; set "
+                             f"run.backend: ray or drop the ray section")
         if self.run.tensorboard and not self.log.tensorboard:  # the older key still works
             self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:

@@ -31,6 +31,10 @@ training, and a two-proportion z-test (pooled; one- and two-sided p-values).
 
 Distributed (torchrun, WORLD_SIZE > 1): rank 0 runs the envs, the policy service, the DataStore,
 metrics and checkpoints; samples are broadcast and every rank trains its shard (DDP).
+
+Env backend (``run.backend``): ``process`` runs each env in a worker process on rank 0's machine;
+``ray`` runs each as a Ray actor anywhere in a Ray cluster (the ``ray`` section). Same recipe, same
+trajectories and first update for the same seeds (tests/test_train_ray.py).
 """
 from __future__ import annotations
 
@@ -345,7 +349,9 @@ class Trainer:
                              history=history, tasks=list(self.tasks), config=self.cfg)
 
     def start_rollout(self) -> None:
-        """EnvPool + policy service + scheduler (rank 0 only)."""
+        """Env pool + policy service + scheduler (rank 0 only). ``run.backend`` picks the pool: worker
+        processes (EnvPool) or Ray actors (RayEnvPool, the ``ray`` section); the scheduler drives both
+        through the same interface and reruns a rollout lost to a dead worker or actor."""
         from guigym.envs.pool import EnvPool
         from guigym.train.rollout.policy_service import HFEngine, HTTPEngine
         from guigym.train.rollout.prompts import PromptBuilder
@@ -353,7 +359,15 @@ class Trainer:
         cfg = self.cfg
         kwargs = dict(cfg.env.kwargs)
         kwargs.setdefault("tasks", list(dict.fromkeys(cfg.env.tasks + (cfg.eval.tasks or []))))
-        self.pool = EnvPool(cfg.env.id, cfg.env.num_envs, env_kwargs=kwargs, call_timeout_s=cfg.env.call_timeout_s)
+        if cfg.run.backend == "ray":
+            from guigym.envs.ray_backend import RayEnvPool
+
+            self.pool = RayEnvPool(cfg.env.id, cfg.env.num_envs, env_kwargs=kwargs,
+                                   call_timeout_s=cfg.env.call_timeout_s, num_cpus=cfg.ray.num_cpus,
+                                   resources=cfg.ray.resources, address=cfg.ray.address)
+        else:
+            self.pool = EnvPool(cfg.env.id, cfg.env.num_envs, env_kwargs=kwargs,
+                                call_timeout_s=cfg.env.call_timeout_s)
         version = self.start_iteration
         if cfg.rollout.engine == "hf":
             from guigym.train.policy.hf_policy import HFPolicy
