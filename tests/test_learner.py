@@ -55,9 +55,12 @@ def test_bad_values_are_named():
 
 
 def test_recipes_validate_and_overrides_apply(tmp_path):
-    for name in ("grpo_miniwob_tiny.yaml", "grpo_osworld_uitars7b.yaml"):
-        cfg = load_recipe(ROOT / "recipes" / name)
-        assert cfg.run.name
+    recipes = sorted((ROOT / "recipes").glob("*.yaml"))
+    assert len(recipes) >= 12
+    for path in recipes:  # every shipped recipe loads, names itself after its file, uses the log: section
+        cfg = load_recipe(path)
+        assert cfg.run.name == path.stem, path
+        assert not cfg.run.tensorboard, f"{path.name}: use log.tensorboard (run.tensorboard is the older name)"
     cfg = load_recipe(ROOT / "recipes" / "grpo_miniwob_tiny.yaml",
                       ["optim.learning_rate=0.5", "algorithm.epsilon_high=0.28", "env.tasks=[a, b]"])
     assert cfg.optim.learning_rate == 0.5 and cfg.algorithm.epsilon_high == 0.28 and cfg.env.tasks == ["a", "b"]
