@@ -347,9 +347,10 @@ class RolloutScheduler:
                               guidance_level=int(job.guidance.level) if job.guidance is not None else 0,
                               info={"member": job.member, "lost_attempts": job.attempt, "terminated": terminated,
                                     "truncated": truncated, "cut_by_scheduler": cut, "mode": self.mode})
-            if run.episode is not None and run.episode.instruction:
+            instruction = getattr(run.episode, "instruction", "")  # a builder's episode object may lack it
+            if instruction:
                 # the env's own instruction (before any guidance): memory extractors key on it
-                traj.info["instruction"] = str(run.episode.instruction)[:4096]
+                traj.info["instruction"] = str(instruction)[:4096]
             if job.guidance is not None:
                 traj.info["guidance"] = job.guidance.to_dict()
             done[job.group].append(traj)
