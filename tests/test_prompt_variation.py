@@ -64,7 +64,8 @@ def pages(tmp_path_factory):
     from guigym.train.rollout.prompts import PromptBuilder
 
     try:
-        env = gym.make("MiniWoB-v0", tasks=TASKS)
+        # one single-task env per task: each reset then takes the context prewarmed for its task
+        envs = {task: gym.make("MiniWoB-v0", task=task) for task in TASKS}
     except Exception as exc:  # noqa: BLE001 - the real browser is absent
         pytest.skip(f"MiniWoB in Chromium is not available here: {exc}")
     model = tiny.build(tmp_path_factory.mktemp("tiny") / "m", seed=0, hidden=32, layers=1)
@@ -76,14 +77,15 @@ def pages(tmp_path_factory):
     try:
         for task in TASKS:
             for seed in SEEDS:
-                obs, info = env.reset(seed=seed, options={"task": task})
+                obs, info = envs[task].reset(seed=seed)
                 prompt = builder.episode(info.get("instruction", "")).prompt(obs)
                 text = policy.tokenizer.decode(prompt.prompt_ids)
                 cands = {re.fullmatch(r'click\(element="(.+)"\)', c).group(1) for c in prompt.candidates or []}
                 page = Page(obs)
                 out.setdefault(task, []).append((text, page.instruction, cands, correct_ids(task, page, cands)))
     finally:
-        env.close()
+        for env in envs.values():
+            env.close()
     return out
 
 
