@@ -14,6 +14,7 @@ try:
     import ray
 except ImportError:  # the ray extra: pip install 'guigym[ray]'
     pytest.skip("ray is not installed (pip install 'guigym[ray]')", allow_module_level=True)
+from _ray import local_ray  # noqa: E402,F401 - the module's local Ray
 
 import guigym  # noqa: F401 - registers the envs
 from guigym.agents.oracle.miniwob import MiniWoBOracle
@@ -22,15 +23,6 @@ from guigym.core.errors import EnvInfraError
 from guigym.envs import RayVectorEnv
 from guigym.envs.ray_backend import RayEnvPool
 from guigym.eval.runner import read_jsonl
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    if ray.is_initialized():
-        pytest.skip("a Ray session is already running in this process")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _episodes(out) -> dict[str, dict]:

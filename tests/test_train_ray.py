@@ -20,6 +20,7 @@ try:
     import ray
 except ImportError:  # the ray extra: pip install 'guigym[ray]'
     pytest.skip("ray is not installed (pip install 'guigym[ray]')", allow_module_level=True)
+from _ray import local_ray  # noqa: E402,F401 - the module's local Ray
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("sqlalchemy")
@@ -66,15 +67,6 @@ def _iteration0(t: Any) -> dict[str, Any]:
     return {"init": init, "weights": {k: v.clone() for k, v in t.learner.trainable_state().items()},
             "metrics": metrics, "trajs": _trajs(t, 0), "stats": dict(t.rollout_stats),
             "row": read_metrics(t.dir / "metrics.jsonl")[0]}
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    if ray.is_initialized():
-        pytest.skip("a Ray session is already running in this process")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

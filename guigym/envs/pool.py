@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait as mp_wait
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 @dataclass
@@ -32,6 +32,29 @@ class PoolResult:
     value: Any = None  # (obs, info) for reset; (obs, reward, terminated, truncated, info) for step
     lost: bool = False
     error: Optional[str] = None
+
+
+def result_from_reply(i: int, kind: str, status: str, value: Any) -> PoolResult:
+    """A worker's ``(status, value)`` reply as a PoolResult: ``"ok"`` -> value, ``"infra"`` (an
+    EnvInfraError inside the env) -> lost, anything else -> an env error (not retried)."""
+    if status == "ok":
+        return PoolResult(i, kind, value=value)
+    return PoolResult(i, kind, lost=status == "infra", error=value)
+
+
+def expire_overdue(busy: dict[int, tuple[Any, ...]], now: float, restart: Callable[[int], None],
+                   timeout_s: float, what: str) -> list[PoolResult]:
+    """Lost results for the envs in ``busy`` (index -> (kind, deadline, ...)) whose deadline has
+    passed; each is removed from ``busy`` and restarted (``what``: "env worker", "env actor")."""
+    out = []
+    for i, entry in list(busy.items()):
+        kind, deadline = entry[0], entry[1]
+        if deadline <= now:
+            del busy[i]
+            restart(i)
+            out.append(PoolResult(i, kind, lost=True,
+                                  error=f"{what} {i} did not answer a {kind} within {timeout_s:.0f} s; restarted"))
+    return out
 
 
 def _worker(env_id: str, env_kwargs: dict[str, Any], conn: Connection) -> None:
@@ -161,12 +184,7 @@ class EnvPool:
             ready = mp_wait(list(by_conn), timeout=max(0.0, limit))
             results = [self._collect(by_conn[c]) for c in ready]  # type: ignore[index]
             now = time.monotonic()
-            for i, (kind, deadline) in list(self._busy.items()):
-                if deadline <= now:
-                    del self._busy[i]
-                    self._restart(i)
-                    results.append(PoolResult(i, kind, lost=True,
-                                              error=f"env worker {i} did not answer a {kind} within {self.call_timeout_s:.0f} s; restarted"))
+            results += expire_overdue(self._busy, now, self._restart, self.call_timeout_s, "env worker")
             if results or (end is not None and now >= end):
                 return results
 
@@ -182,11 +200,7 @@ class EnvPool:
             code = proc.exitcode
             self._restart(i)
             return PoolResult(i, kind, lost=True, error=f"env worker {i} died (exit code {code}); restarted")
-        if status == "ok":
-            return PoolResult(i, kind, value=value)
-        if status == "infra":
-            return PoolResult(i, kind, lost=True, error=value)
-        return PoolResult(i, kind, lost=False, error=value)
+        return result_from_reply(i, kind, status, value)
 
     # ---- synchronous helpers --------------------------------------------------------------------
     def call(self, i: int, cmd: str, payload: Any = None) -> PoolResult:

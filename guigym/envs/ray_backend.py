@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from guigym.core.errors import ConfigError, EnvInfraError
-from guigym.envs.pool import PoolResult
+from guigym.envs.pool import PoolResult, expire_overdue, result_from_reply
 
 log = logging.getLogger(__name__)
 
@@ -291,12 +291,7 @@ class RayEnvPool:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             results = [self._collect(by_ref[r]) for r in ready]
             now = time.monotonic()
-            for i, (kind, deadline, _) in list(self._busy.items()):
-                if deadline <= now:
-                    del self._busy[i]
-                    self._restart(i)
-                    results.append(PoolResult(i, kind, lost=True,
-                                              error=f"env actor {i} did not answer a {kind} within {self.call_timeout_s:.0f} s; restarted"))
+            results += expire_overdue(self._busy, now, self._restart, self.call_timeout_s, "env actor")
             if results or (end is not None and now >= end):
                 return results
 
@@ -313,11 +308,7 @@ class RayEnvPool:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             return PoolResult(i, kind, lost=True,
                               error=f"env actor {i} died ({type(exc).__name__}: {first}); restarted")
-        if status == "ok":
-            return PoolResult(i, kind, value=value)
-        if status == "infra":
-            return PoolResult(i, kind, lost=True, error=value)
-        return PoolResult(i, kind, lost=False, error=value)
+        return result_from_reply(i, kind, status, value)
 
     # ---- synchronous helpers --------------------------------------------------------------------
     def call(self, i: int, cmd: str, payload: Any = None) -> PoolResult:
