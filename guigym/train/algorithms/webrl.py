@@ -38,7 +38,7 @@ from guigym.train.algorithms.estimators import (
     episode_return,
 )
 from guigym.train.algorithms.registry import TASK_SOURCES
-from guigym.train.algorithms.webrl_orm import image_token_ids, load_causal_lm
+from guigym.train.algorithms.webrl_orm import image_token_ids, load_causal_lm, minibatch_epochs
 
 
 # ---- advantages: eq. 9 and GAE ----------------------------------------------------------------
@@ -184,24 +184,14 @@ class Critic:
         if len(batch) != len(targets):
             raise ValueError(f"critic.fit: {len(batch)} states for {len(targets)} targets")
         params = [p for p in self.model.parameters() if p.requires_grad] + list(self.head.parameters())
-        opt = torch.optim.AdamW(params, lr=lr)
-        rng = random.Random(seed)
+
+        def batch_loss(idx: list[int]) -> Any:
+            z = self.logits([batch[i] for i in idx])
+            y = torch.tensor([float(targets[i]) for i in idx], device=z.device)
+            return torch.nn.functional.binary_cross_entropy_with_logits(z, y)
+
         self.model.train()
-        losses = []
-        for _ in range(epochs):
-            order = list(range(len(batch)))
-            rng.shuffle(order)
-            total = 0.0
-            for k in range(0, len(order), batch_size):
-                idx = order[k:k + batch_size]
-                z = self.logits([batch[i] for i in idx])
-                y = torch.tensor([float(targets[i]) for i in idx], device=z.device)
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(idx)
-            losses.append(total / max(len(batch), 1))
+        losses = minibatch_epochs(params, batch_loss, len(batch), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
         self.model.eval()
         return losses
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError
 from guigym.train.algorithms.context import Plugin
@@ -192,6 +192,31 @@ def _examples(data: Any, orm: OutcomeRewardModel, run_id: str = "") -> list[OrmE
     return out
 
 
+def minibatch_epochs(params: list[Any], batch_loss: Callable[[list[int]], Any], n: int, *, epochs: int,
+                     batch_size: int, lr: float, seed: int) -> list[float]:
+    """AdamW over ``epochs`` seeded shuffles of ``n`` examples in minibatches; ``batch_loss(idx)``
+    returns the mean loss (a scalar tensor) of the examples ``idx``. Returns each epoch's mean
+    loss (each batch's before its update). Shared by the ORM's SFT and the critic's eq. 8 fit."""
+    import torch
+
+    opt = torch.optim.AdamW(params, lr=lr)
+    rng = random.Random(seed)
+    losses = []
+    for _ in range(epochs):
+        order = list(range(n))
+        rng.shuffle(order)
+        total = 0.0
+        for k in range(0, n, batch_size):
+            idx = order[k:k + batch_size]
+            loss = batch_loss(idx)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        losses.append(total / max(n, 1))
+    return losses
+
+
 def train_orm(orm: OutcomeRewardModel, data: Union[Iterable[Any], Any], *, run_id: str = "", epochs: int = 1,
               lr: float = 5e-6, batch_size: int = 8, seed: int = 0, balance: bool = False) -> dict[str, Any]:
     """SFT of the judge on the label token: cross-entropy over the vocabulary at the position after
@@ -207,27 +232,17 @@ def train_orm(orm: OutcomeRewardModel, data: Union[Iterable[Any], Any], *, run_i
     targets = [orm.yes_id if e.label else orm.no_id for e in exs]
     pos = sum(bool(e.label) for e in exs)
     w = {orm.yes_id: len(exs) / (2 * max(pos, 1)), orm.no_id: len(exs) / (2 * max(len(exs) - pos, 1))}
-    rng = random.Random(seed)
-    opt = torch.optim.AdamW([p for p in orm.model.parameters() if p.requires_grad], lr=lr)
+    def batch_loss(idx: list[int]) -> Any:
+        logits, _ = orm._label_logits([prompts[i] for i in idx])
+        tgt = torch.tensor([targets[i] for i in idx], device=orm.device)
+        ce = torch.nn.functional.cross_entropy(logits.float(), tgt, reduction="none")
+        if balance:
+            ce = ce * torch.tensor([w[targets[i]] for i in idx], device=orm.device)
+        return ce.mean()
+
+    params = [p for p in orm.model.parameters() if p.requires_grad]
     orm.model.train()
-    losses = []
-    for _ in range(epochs):
-        order = list(range(len(exs)))
-        rng.shuffle(order)
-        total = 0.0
-        for k in range(0, len(order), batch_size):
-            idx = order[k:k + batch_size]
-            logits, _ = orm._label_logits([prompts[i] for i in idx])
-            tgt = torch.tensor([targets[i] for i in idx], device=orm.device)
-            ce = torch.nn.functional.cross_entropy(logits.float(), tgt, reduction="none")
-            if balance:
-                ce = ce * torch.tensor([w[targets[i]] for i in idx], device=orm.device)
-            loss = ce.mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * len(idx)
-        losses.append(total / len(exs))
+    losses = minibatch_epochs(params, batch_loss, len(exs), epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     orm.model.eval()
     return {"losses": losses, "n": len(exs)}
 
