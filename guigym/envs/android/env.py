@@ -43,7 +43,7 @@ from gymnasium import spaces
 
 from guigym.core import actions as A
 from guigym.core.dialect import get_dialect
-from guigym.core.errors import ConfigError, EnvInfraError, TaskSpecError
+from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError, TaskSpecError
 from guigym.core.task import Task
 from guigym.envs.android.actuate import Actuator, Coords
 from guigym.envs.android.adb_query import parse_adb_query
@@ -159,8 +159,6 @@ class AndroidEnv(GUIEnv):
 
     def _execute(self, action: A.Action) -> None:
         if action.platforms and "android" not in action.platforms:
-            from guigym.core.errors import ActionNotPossible
-
             raise ActionNotPossible(f"{action.name} is not a phone action")
         self.actuator.execute(action)
         if self.settle_s and not isinstance(action, A.Wait):
