@@ -8,7 +8,8 @@ plain-GRPO behaviour registered as ``"default"``; ``estimators`` ADVANTAGE_ESTIM
 (chains of plug-ins of one kind), ``policy_handle`` (read-only policy queries). Paper plug-ins:
 ``dart`` (DART sec. 4 data curation), ``adagrpo`` (MobileRL sec. 2.2), ``bepa`` (BEPA LEVEL-2 cache),
 ``uimem`` (UI-Mem sec. 3: experience memory, stratified guidance, guidance-aware reward),
-``webrl`` / ``webrl_orm`` (WebRL sec. 2: critic + eq. 9 / GAE, self-evolving curriculum, ORM).
+``webrl`` / ``webrl_orm`` / ``webrl_replay`` (WebRL sec. 2: critic + eq. 9 / GAE, self-evolving
+curriculum, ORM, replay of earlier phases' successes).
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from guigym.train.algorithms.registry import (
 )
 
 # paper plug-ins register themselves in the registries above on import
-from guigym.train.algorithms import adagrpo, bepa, bepa_plans, dart, uimem, webrl, webrl_orm  # noqa: E402,F401
+from guigym.train.algorithms import adagrpo, bepa, bepa_plans, dart, uimem, webrl, webrl_orm, webrl_replay  # noqa: E402,F401
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "CONDITIONERS", "POLICY_LOSSES", "ROLLOUT_PLANNERS", "TASK_SOURCES",
