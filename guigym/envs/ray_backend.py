@@ -113,6 +113,12 @@ class RayEnvActor:
         """The actor's process id (answers once the actor is placed and started)."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node (hex id) this actor runs on: which envs a lost node takes with it."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def reset(self, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[str, Any]:
         """``("ok", (obs, info))``."""
         return self._guard(lambda: self._env().reset(seed=seed, options=options))
