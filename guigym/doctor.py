@@ -189,7 +189,8 @@ def embedded_sites() -> tuple[bool, str]:
 
 
 def _app(cmd: str, pkg: str) -> Check:
-    return Check(f"app: {cmd}", program(cmd, version_arg=None), f"{APT} {pkg}")
+    return Check(f"app: {cmd}", program(cmd, version_arg=None),
+                 f"{APT} {pkg} (or all of OSWorld's apps: GUIGYM_OSWORLD_APPS=1 bash scripts/install.sh)")
 
 
 CHECKS: dict[str, Check] = {c.name: c for c in [
