@@ -243,3 +243,22 @@ def check_accessibility_tree(result: Optional[str], rules: Sequence[Mapping[str,
             score = 1.0
         total *= score
     return float(total)
+
+
+@METRICS.register("is_expected_tabs")
+def is_expected_tabs(open_tabs: Optional[Sequence[Mapping[str, Any]]], rule: Mapping[str, Any], **options: Any) -> float:
+    """chrome.py ``is_expected_tabs``: with ``rule["type"] == "url"``, 1 when the open tabs'
+    urls and ``rule["urls"]`` have the same length and every expected url equals (OSWorld's
+    ``compare_urls``) some open tab's url; any other type scores 0 (upstream logs it)."""
+    from guigym.envs.desktop.setup import compare_urls  # setup imports getters; keep import-time light
+
+    if rule.get("type") != "url":
+        log.warning("is_expected_tabs: unknown rule type %r", rule.get("type"))
+        return 0.0
+    if open_tabs is None:  # the getter found no browser
+        return 0.0
+    actual = [str(t.get("url", "")) for t in open_tabs]
+    expected = list(rule.get("urls", []))
+    if len(actual) != len(expected):
+        return 0.0
+    return float(all(any(compare_urls(want, got) for got in actual) for want in expected))

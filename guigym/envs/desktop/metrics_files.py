@@ -269,3 +269,44 @@ def check_json_keybindings(actual: Optional[str], expected: Mapping[str, Any], *
     if data is None:
         return 0.0
     return float(expected["expected"] in data)
+
+
+@METRICS.register("diff_text_file")
+def diff_text_file(result: Optional[str], expected: Optional[str], **options: Any) -> float:
+    """general.py ``diff_text_file``: the similarity of the two files' line lists,
+    ``difflib.SequenceMatcher(a=result_lines, b=expected_lines).ratio()`` in [0, 1] (a partial
+    score, not 0/1). A missing result scores 0."""
+    import difflib
+
+    if result is None or expected is None:
+        return 0.0
+    with open(result, encoding="utf-8", errors="replace") as f:
+        got = f.read().splitlines()
+    with open(expected, encoding="utf-8", errors="replace") as f:
+        want = f.read().splitlines()
+    return float(difflib.SequenceMatcher(a=got, b=want).ratio())
+
+
+def _record_matches(pattern: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+    """Every key of ``pattern`` is a column of ``record`` with exactly that (string) value."""
+    return all(k in record and record[k] == v for k, v in pattern.items())
+
+
+@METRICS.register("check_csv")
+def check_csv(result: Optional[str], rules: Mapping[str, Any], **options: Any) -> float:
+    """general.py ``check_csv``: ``rules = {"expect": [{column: value}], "unexpect": [...]}`` over
+    the rows of a CSV with a header (``csv.DictReader``): 1 when every ``expect`` pattern matches
+    some row and no row matches any ``unexpect`` pattern. A missing file scores 0."""
+    import csv
+
+    if result is None:
+        return 0.0
+    expect = list(rules.get("expect", []))
+    unexpect = list(rules.get("unexpect", []))
+    found = [False] * len(expect)
+    with open(result, newline="", encoding="utf-8", errors="replace") as f:
+        for row in csv.DictReader(f):
+            found = [hit or _record_matches(p, row) for hit, p in zip(found, expect)]
+            if any(_record_matches(p, row) for p in unexpect):
+                return 0.0
+    return float(all(found))

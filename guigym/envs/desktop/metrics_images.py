@@ -158,3 +158,39 @@ def check_brightness_decrease_and_structure_sim(src_path: Optional[str], tgt_pat
     except (OSError, ValueError, ZeroDivisionError):
         return 0.0
     return float(darker and same)
+
+
+@METRICS.register("check_image_size")
+def check_image_size(src_path: Optional[str], rule: Any, **options: Any) -> float:
+    """gimp.py ``check_image_size``: 1 when the image's width and height equal ``rule["width"]``
+    and ``rule["height"]`` (a key that is absent or None is not checked). Missing image: 0."""
+    if src_path is None or not os.path.exists(src_path):
+        return 0.0
+    with Image.open(src_path) as img:
+        width, height = img.size
+    ok_w = rule.get("width") is None or width == rule["width"]
+    ok_h = rule.get("height") is None or height == rule["height"]
+    return float(ok_w and ok_h)
+
+
+@METRICS.register("compare_image_list")
+def compare_image_list(pred: Any, gold: Any, **options: Any) -> float:
+    """gimp.py ``compare_image_list``: 1 when every predicted image is pixel-identical to its gold
+    image (Pillow's difference has no non-zero pixel), pairing the two lists in order (a single
+    path each is a one-item list; like upstream, pairs beyond the shorter list are not checked).
+    A missing path scores 0. **(differs)** images of different sizes score 0 and modes are
+    compared as RGBA, where upstream's ``ImageChops.difference`` raises on either."""
+    from PIL import ImageChops
+
+    preds = pred if isinstance(pred, list) else [pred]
+    golds = gold if isinstance(gold, list) else [gold]
+    for p, g in zip(preds, golds):
+        if not p or not g or not os.path.exists(p) or not os.path.exists(g):
+            return 0.0
+        with Image.open(p) as a, Image.open(g) as b:
+            if a.size != b.size:
+                return 0.0
+            # alpha_only=False: an RGBA difference's bbox would otherwise look at alpha alone
+            if ImageChops.difference(a.convert("RGBA"), b.convert("RGBA")).getbbox(alpha_only=False):
+                return 0.0
+    return 1.0
