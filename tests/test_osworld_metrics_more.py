@@ -75,3 +75,31 @@ def test_is_expected_tabs_compares_urls_as_osworld_does():
     assert f(tabs, {"type": "url", "urls": ["https://example.com", "https://pypi.org/"]}) == 0.0
     assert f(tabs, {"type": "title", "urls": []}) == 0.0
     assert f(None, rule) == 0.0
+
+
+def test_is_expected_bookmarks_three_rule_types():
+    f = get_metric("is_expected_bookmarks")
+    roots = {"bookmark_bar": {"children": [
+        {"type": "folder", "name": "Work", "children": []},
+        {"type": "folder", "name": "Liked Authors", "children": [
+            {"type": "url", "url": "https://a.example/"}, {"type": "url", "url": "https://b.example/"}]},
+        {"type": "url", "url": "https://news.example/"}]}}
+    assert f(roots, {"type": "bookmark_bar_folders_names", "names": ["Liked Authors", "Work"]}) == 1.0
+    assert f(roots, {"type": "bookmark_bar_folders_names", "names": ["Work"]}) == 0.0
+    assert f(roots, {"type": "bookmark_bar_websites_urls", "urls": ["https://news.example/"]}) == 1.0
+    assert f(roots, {"type": "bookmark_bar_websites_urls", "urls": ["https://news.example"]}) == 0.0  # exact urls
+    liked = {"type": "liked_authors_websites_urls"}
+    assert f(roots, {**liked, "urls": [["https://x.example/", "https://a.example/"], "https://b.example/"]}) == 1.0
+    assert f(roots, {**liked, "urls": ["https://a.example/"]}) == 0.0      # one bookmark too many
+    assert f({}, {**liked, "urls": []}) == 0.0
+    with pytest.raises(ValueError, match="rule type"):
+        f(roots, {"type": "bookmark_other"})
+
+
+def test_compare_config_is_exact_text(tmp_path):
+    p = tmp_path / "settings.json"
+    p.write_text('{"a": 1}\n')
+    f = get_metric("compare_config")
+    assert f(str(p), {"expected": '{"a": 1}\n'}) == 1.0
+    assert f(str(p), {"expected": '{"a": 1}'}) == 0.0       # the newline counts
+    assert f(None, {"expected": ""}) == 0.0

@@ -262,3 +262,51 @@ def is_expected_tabs(open_tabs: Optional[Sequence[Mapping[str, Any]]], rule: Map
     if len(actual) != len(expected):
         return 0.0
     return float(all(any(compare_urls(want, got) for got in actual) for want in expected))
+
+
+def _bar_children(bookmarks: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    return [b for b in bookmarks.get("bookmark_bar", {}).get("children", []) if b.get("type") == kind]
+
+
+@METRICS.register("is_expected_bookmarks")
+def is_expected_bookmarks(bookmarks: Any, rule: Mapping[str, Any], **options: Any) -> float:
+    """chrome.py ``is_expected_bookmarks`` over the ``roots`` of Chromium's ``Bookmarks`` JSON (the
+    ``bookmarks`` getter). ``rule["type"]``:
+
+    * ``bookmark_bar_folders_names``: the set of folder names on the bookmark bar == ``names``;
+    * ``bookmark_bar_websites_urls``: the set of url bookmarks on the bar == ``urls``;
+    * ``liked_authors_websites_urls``: a bar folder named "Liked Authors" whose url set equals one
+      choice per entry of ``urls`` (an entry is a url or a list of acceptable urls).
+
+    No bookmarks: 0. An unknown type raises ValueError (upstream: TypeError)."""
+    import itertools
+
+    if not bookmarks:
+        return 0.0
+    kind = rule.get("type")
+    if kind == "bookmark_bar_folders_names":
+        return float({b.get("name") for b in _bar_children(bookmarks, "folder")} == set(rule["names"]))
+    if kind == "bookmark_bar_websites_urls":
+        return float({b.get("url") for b in _bar_children(bookmarks, "url")} == set(rule["urls"]))
+    if kind == "liked_authors_websites_urls":
+        folder = next((b for b in _bar_children(bookmarks, "folder") if b.get("name") == "Liked Authors"), None)
+        if folder is None:
+            return 0.0
+        have = {b.get("url") for b in folder.get("children", []) if b.get("type") == "url"}
+        choices = [[u] if isinstance(u, str) else list(u) for u in rule["urls"]]
+        return float(any(set(combo) == have for combo in itertools.product(*choices)))
+    raise ValueError(f"is_expected_bookmarks: rule type {kind!r} is not one of bookmark_bar_folders_names, "
+                     "bookmark_bar_websites_urls, liked_authors_websites_urls")
+
+
+@METRICS.register("compare_config")
+def compare_config(actual: Optional[str], rules: Mapping[str, Any], **options: Any) -> float:
+    """vscode.py ``compare_config``: 1 when the file's whole text equals ``rules["expected"]``
+    exactly (no stripping). A missing file scores 0."""
+    if not actual:
+        return 0.0
+    try:
+        with open(actual, encoding="utf-8") as f:
+            return float(f.read() == rules["expected"])
+    except (OSError, UnicodeDecodeError):
+        return 0.0
