@@ -520,3 +520,17 @@ def test_html_parse_and_info_on_real_chromium(chromium, tmp_path: Path, monkeypa
     client.a11y = _a11y(url + "?other=1", app="Chromium")
     assert run({"type": "active_tab_info"}) is None
     assert run({"type": "active_tab_html_parse", "category": "xpath", "xpathObject": {"//p": "p"}}) == {}
+
+
+def test_bookmarks_getter_reads_the_profile_then_the_metric_scores_it(tmp_path: Path) -> None:
+    roots = {"bookmark_bar": {"children": [{"type": "folder", "name": "Work", "children": []},
+                                           {"type": "url", "url": "https://news.example/"}]}, "other": {}}
+    path = "/home/user/.config/chromium/Default/Bookmarks"
+    client = FakeClient(files={path: json.dumps({"roots": roots, "version": 1}).encode()})
+    got = get(client, {"type": "bookmarks"}, tmp_path)
+    assert got == roots
+    assert ("get_file", "/home/user/.config/google-chrome/Default/Bookmarks") in client.calls  # Chrome first
+    assert m("is_expected_bookmarks")(got, {"type": "bookmark_bar_folders_names", "names": ["Work"]}) == 1.0
+    assert get(FakeClient(), {"type": "bookmarks"}, tmp_path) == []          # no profile: nothing bookmarked
+    assert m("is_expected_bookmarks")([], {"type": "bookmark_bar_folders_names", "names": ["Work"]}) == 0.0
+    assert get(FakeClient(files={path: b"{not json"}), {"type": "bookmarks"}, tmp_path) == {}

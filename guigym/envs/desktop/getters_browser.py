@@ -1,4 +1,5 @@
-"""OSWorld browser getters: the active tab's url parts, page text and info, unpacked extensions.
+"""OSWorld browser getters: the active tab's url parts, page text and info, unpacked extensions,
+bookmarks.
 
 Names and return values follow ``desktop_env/evaluators/getters/chrome.py``
 (``get_active_tab_url_parse``, ``get_active_tab_html_parse``, ``get_active_tab_info``,
@@ -436,3 +437,27 @@ def get_find_unpacked_extension_path(ctx: GetterContext, spec: Mapping[str, Any]
                     paths.append(path)
         return paths
     return None
+
+
+# --------------------------------------------------------------------------- bookmarks
+
+
+@GETTERS.register("bookmarks")
+def get_bookmarks(ctx: GetterContext, spec: Mapping[str, Any]) -> Any:
+    """The ``roots`` object of the profile's ``Bookmarks`` JSON (``bookmark_bar``, ``other``,
+    ``synced``), from ``~/.config/google-chrome/Default/Bookmarks``, else Chromium's
+    ``~/.config/chromium/Default/Bookmarks``; ``[]`` when neither exists (as upstream, which
+    reads Google Chrome's path only). An unreadable file is ``{}``: nothing bookmarked."""
+    home = _desktop_home(ctx)
+    for browser in ("google-chrome", "chromium"):
+        data = ctx.client.get_file(f"{home}/.config/{browser}/Default/Bookmarks")
+        if data is None:
+            continue
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+        except ValueError:
+            log.warning("bookmarks: %s's Bookmarks file is not JSON", browser)
+            return {}
+        roots = doc.get("roots", {}) if isinstance(doc, dict) else {}
+        return roots if isinstance(roots, dict) else {}
+    return []
