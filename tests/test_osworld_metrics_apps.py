@@ -534,3 +534,16 @@ def test_bookmarks_getter_reads_the_profile_then_the_metric_scores_it(tmp_path: 
     assert get(FakeClient(), {"type": "bookmarks"}, tmp_path) == []          # no profile: nothing bookmarked
     assert m("is_expected_bookmarks")([], {"type": "bookmark_bar_folders_names", "names": ["Work"]}) == 0.0
     assert get(FakeClient(files={path: b"{not json"}), {"type": "bookmarks"}, tmp_path) == {}
+
+
+def test_url_dash_part_takes_one_path_part_of_the_active_url(tmp_path: Path) -> None:
+    client = FakeClient(_a11y("drugs.com/sfx/tamiflu-side-effects.html?id=3#top"))
+    spec = {"type": "url_dashPart", "goto_prefix": "https://www.", "partIndex": -1, "needDeleteId": False,
+            "returnType": "string"}
+    assert get(client, spec, tmp_path) == "tamiflu-side-effects.html?id=3#top"
+    assert get(client, {**spec, "needDeleteId": True}, tmp_path) == "tamiflu-side-effects.html"
+    assert get(client, {**spec, "partIndex": -2, "returnType": "json", "key": "dir"}, tmp_path) == {"dir": "sfx"}
+    assert get(client, {**spec, "partIndex": 9}, tmp_path) is None          # no such part
+    assert get(FakeClient("<desktop-frame/>"), spec, tmp_path) is None      # no browser window
+    with pytest.raises(TaskSpecError, match="partIndex"):
+        get(client, {**spec, "returnType": "json"}, tmp_path)               # json without a key

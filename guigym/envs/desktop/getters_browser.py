@@ -1,5 +1,5 @@
-"""OSWorld browser getters: the active tab's url parts, page text and info, unpacked extensions,
-bookmarks.
+"""OSWorld browser getters: the active tab's url parts (query and path), page text and info,
+unpacked extensions, bookmarks.
 
 Names and return values follow ``desktop_env/evaluators/getters/chrome.py``
 (``get_active_tab_url_parse``, ``get_active_tab_html_parse``, ``get_active_tab_info``,
@@ -178,6 +178,31 @@ def _active_url(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
 
 
 # --------------------------------------------------------------------------- url parse
+
+
+@GETTERS.register("url_dashPart")
+def get_url_dashPart(ctx: GetterContext, spec: Mapping[str, Any]) -> Any:  # noqa: N802 - OSWorld's name
+    """One ``/``-separated part of the active tab's url (``active_url_from_accessTree``, with the
+    spec's ``goto_prefix``): ``partIndex`` (Python indexing, e.g. -1 = the last part), without its
+    ``?query`` when ``needDeleteId``; returned as the string (``returnType: "string"``) or as
+    ``{key: part}`` (``"json"``). No active url: None. (Upstream's docstring says dash; it splits
+    on ``/``, and so do we.)"""
+    index = spec.get("partIndex")
+    kind = spec.get("returnType")
+    if not isinstance(index, int) or kind not in ("string", "json") or (kind == "json" and "key" not in spec):
+        raise TaskSpecError("url_dashPart needs an int partIndex and returnType 'string' or 'json' (json: a key)")
+    url = _active_url(ctx, spec)
+    if url is None:
+        return None
+    parts = url.split("/")
+    if not -len(parts) <= index < len(parts):
+        return None
+    part = parts[index]
+    if spec.get("needDeleteId"):
+        part = part.split("?")[0]
+    return part if kind == "string" else {spec["key"]: part}
+
+
 
 
 @GETTERS.register("active_tab_url_parse")
