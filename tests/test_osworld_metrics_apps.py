@@ -547,3 +547,18 @@ def test_url_dash_part_takes_one_path_part_of_the_active_url(tmp_path: Path) -> 
     assert get(FakeClient("<desktop-frame/>"), spec, tmp_path) is None      # no browser window
     with pytest.raises(TaskSpecError, match="partIndex"):
         get(client, {**spec, "returnType": "json"}, tmp_path)               # json without a key
+
+
+def test_open_tabs_info_lists_page_targets_and_is_expected_tabs_scores_them(tmp_path: Path) -> None:
+    pages = [{"id": "1", "url": "https://www.example.com/", "title": "Example"},
+             {"id": "2", "url": "https://docs.python.org/3/", "title": "Python"}]
+    client = FakeClient(cdp={"pages": pages, "target": pages[0]})
+    got = get(client, {"type": "open_tabs_info"}, tmp_path)
+    assert got == [{"title": "Example", "url": "https://www.example.com/"},
+                   {"title": "Python", "url": "https://docs.python.org/3/"}]
+    assert any(c[0] == "execute" and c[1][0] == "python3" for c in client.calls)  # asked inside the desktop
+    rule = {"type": "url", "urls": ["https://example.com", "https://docs.python.org/3/"]}
+    assert m("is_expected_tabs")(got, rule) == 1.0
+    assert m("is_expected_tabs")(got[:1], rule) == 0.0
+    gone = FakeClient(cdp={"error": "unreachable", "detail": "9222: refused"})
+    assert get(gone, {"type": "open_tabs_info"}, tmp_path) == []

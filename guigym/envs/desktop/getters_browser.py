@@ -1,5 +1,5 @@
 """OSWorld browser getters: the active tab's url parts (query and path), page text and info,
-unpacked extensions, bookmarks.
+the open tabs, unpacked extensions, bookmarks.
 
 Names and return values follow ``desktop_env/evaluators/getters/chrome.py``
 (``get_active_tab_url_parse``, ``get_active_tab_html_parse``, ``get_active_tab_info``,
@@ -462,6 +462,21 @@ def get_find_unpacked_extension_path(ctx: GetterContext, spec: Mapping[str, Any]
                     paths.append(path)
         return paths
     return None
+
+
+# --------------------------------------------------------------------------- open tabs
+
+
+@GETTERS.register("open_tabs_info")
+def get_open_tabs_info(ctx: GetterContext, spec: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``[{"title", "url"}]`` of every open tab (DevTools ``/json/list`` page targets, in its
+    order), as upstream's list over the browser's pages; ``[]`` when no browser listens (upstream
+    first tries to launch Chrome, then gives ``[]``). **(differs)** titles are what the tab shows
+    now; upstream waits for each page's network to go idle first."""
+    answer = cdp_evaluate(ctx, None, None)
+    if answer is None:
+        return []
+    return [{"title": str(p.get("title") or ""), "url": str(p.get("url") or "")} for p in answer.get("pages", [])]
 
 
 # --------------------------------------------------------------------------- bookmarks
