@@ -562,3 +562,36 @@ def test_open_tabs_info_lists_page_targets_and_is_expected_tabs_scores_them(tmp_
     assert m("is_expected_tabs")(got[:1], rule) == 0.0
     gone = FakeClient(cdp={"error": "unreachable", "detail": "9222: refused"})
     assert get(gone, {"type": "open_tabs_info"}, tmp_path) == []
+
+
+def _vlc_status(state: str, filename: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="utf-8"?><root><state>{state}</state><information>'
+            f'<category name="meta"><info name="filename">{filename}</info></category></information></root>').encode()
+
+
+def test_vlc_playing_info_saves_the_status_and_is_vlc_playing_reads_it(tmp_path: Path) -> None:
+    import base64 as b64
+
+    class VlcClient(FakeClient):
+        def __init__(self, reply: str) -> None:
+            super().__init__()
+            self.reply = reply
+
+        def execute(self, command: Any, shell: bool = False, timeout: float = 60) -> dict:
+            self.calls.append(("execute", command))
+            return {"status": "success", "output": self.reply, "error": "", "returncode": 0}
+
+    body = _vlc_status("playing", "Baby Shark.mp4")
+    client = VlcClient("OK " + b64.b64encode(body).decode())
+    path = get(client, {"type": "vlc_playing_info", "dest": "status.xml"}, tmp_path)
+    assert Path(path).read_bytes() == body and Path(path).parent == tmp_path
+    assert client.calls[0][1][:2] == ["python3", "-c"] and client.calls[0][1][3:] == ["8080", "password"]
+    f = m("is_vlc_playing")
+    assert f(path, {"type": "file_name", "file_name": "Shark.mp4"}) == 1.0
+    assert f(path, {"type": "file_name", "file_name": "Whale.mp4"}) == 0.0
+    paused = tmp_path / "paused.xml"
+    paused.write_bytes(_vlc_status("paused", "Baby Shark.mp4"))
+    assert f(str(paused), {"type": "file_name", "file_name": "Shark.mp4"}) == 0.0
+    assert get(VlcClient("DOWN [Errno 111] Connection refused"), {"type": "vlc_playing_info", "dest": "s.xml"},
+               tmp_path) is None
+    assert get(VlcClient("HTTP 401"), {"type": "vlc_playing_info", "dest": "s.xml"}, tmp_path) is None

@@ -310,3 +310,29 @@ def compare_config(actual: Optional[str], rules: Mapping[str, Any], **options: A
             return float(f.read() == rules["expected"])
     except (OSError, UnicodeDecodeError):
         return 0.0
+
+
+@METRICS.register("is_vlc_playing")
+def is_vlc_playing(actual_status_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
+    """vlc.py ``is_vlc_playing`` on VLC's ``status.xml`` (the ``vlc_playing_info`` getter): 1 when
+    ``<state>`` is ``playing`` and the meta ``filename`` (``rule["type"] == "file_name"``) or
+    ``url`` (``"url"``) info ends with ``rule["file_name"]`` / ``rule["url"]``. No file, another
+    state, or unparseable XML: 0."""
+    import xml.etree.ElementTree as ET
+
+    if not actual_status_path:
+        return 0.0
+    try:
+        with open(actual_status_path, "rb") as f:
+            tree = ET.fromstring(f.read())
+    except (OSError, ET.ParseError):
+        return 0.0
+    if (tree.findtext("state") or "").strip() != "playing":
+        return 0.0
+    kind = rule.get("type")
+    if kind not in ("file_name", "url"):
+        log.warning("is_vlc_playing: unknown rule type %r", kind)
+        return 0.0
+    key = "filename" if kind == "file_name" else "url"
+    info = tree.findtext(f'information/category[@name="meta"]/info[@name="{key}"]')
+    return float(bool(info) and info.endswith(rule[kind]))
