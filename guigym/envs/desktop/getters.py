@@ -522,24 +522,38 @@ def get_gimp_config_file(ctx: GetterContext, spec: Mapping[str, Any]) -> Optiona
     return _home_file_to_cache(ctx, f".config/GIMP/2.10/{name}", _need(spec, "dest"))
 
 
+#: profile folders tried in order: Google Chrome's (what OSWorld's tasks use), then Chromium's
+BROWSER_PROFILES = ("google-chrome", "chromium")
+#: :func:`read_profile_json`'s value for a profile file that exists but is not JSON
+NOT_JSON = object()
+
+
+def read_profile_json(ctx: GetterContext, name: str) -> Optional[Any]:
+    """The parsed ``~/.config/<browser>/Default/<name>`` of the first profile in
+    :data:`BROWSER_PROFILES` that has the file; :data:`NOT_JSON` when that file is not JSON; None
+    when no profile has it."""
+    import json
+
+    home = _desktop_home(ctx)
+    for browser in BROWSER_PROFILES:
+        data = ctx.client.get_file(f"{home}/.config/{browser}/Default/{name}")
+        if data is None:
+            continue
+        try:
+            return json.loads(data.decode("utf-8", "replace"))
+        except ValueError:
+            log.warning("%s's %s is not JSON", browser, name)
+            return NOT_JSON
+    return None
+
+
 @GETTERS.register("profile_name")
 def get_profile_name(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
     """``profile.name`` of the browser's ``Default/Preferences`` (Google Chrome's profile as
     OSWorld, else Chromium's); None when neither exists or it is not JSON."""
-    import json
-
-    home = _desktop_home(ctx)
-    for browser in ("google-chrome", "chromium"):
-        data = ctx.client.get_file(f"{home}/.config/{browser}/Default/Preferences")
-        if data is None:
-            continue
-        try:
-            prefs = json.loads(data.decode("utf-8", "replace"))
-        except ValueError:
-            return None
-        profile = prefs.get("profile") if isinstance(prefs, dict) else None
-        return profile.get("name") if isinstance(profile, dict) else None
-    return None
+    prefs = read_profile_json(ctx, "Preferences")
+    profile = prefs.get("profile") if isinstance(prefs, dict) else None
+    return profile.get("name") if isinstance(profile, dict) else None
 
 
 # The getters in these modules register themselves into GETTERS on import.

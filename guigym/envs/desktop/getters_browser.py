@@ -35,7 +35,7 @@ from typing import Any, Optional
 from urllib.parse import parse_qs, urlparse
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop.getters import GETTERS, GetterContext, _desktop_home, _need
+from guigym.envs.desktop.getters import GETTERS, GetterContext, _desktop_home, _need, read_profile_json
 
 log = logging.getLogger(__name__)
 
@@ -488,16 +488,8 @@ def get_bookmarks(ctx: GetterContext, spec: Mapping[str, Any]) -> Any:
     ``synced``), from ``~/.config/google-chrome/Default/Bookmarks``, else Chromium's
     ``~/.config/chromium/Default/Bookmarks``; ``[]`` when neither exists (as upstream, which
     reads Google Chrome's path only). An unreadable file is ``{}``: nothing bookmarked."""
-    home = _desktop_home(ctx)
-    for browser in ("google-chrome", "chromium"):
-        data = ctx.client.get_file(f"{home}/.config/{browser}/Default/Bookmarks")
-        if data is None:
-            continue
-        try:
-            doc = json.loads(data.decode("utf-8", "replace"))
-        except ValueError:
-            log.warning("bookmarks: %s's Bookmarks file is not JSON", browser)
-            return {}
-        roots = doc.get("roots", {}) if isinstance(doc, dict) else {}
-        return roots if isinstance(roots, dict) else {}
-    return []
+    doc = read_profile_json(ctx, "Bookmarks")
+    if doc is None:
+        return []
+    roots = doc.get("roots", {}) if isinstance(doc, dict) else {}
+    return roots if isinstance(roots, dict) else {}
