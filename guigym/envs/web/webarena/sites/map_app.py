@@ -201,7 +201,9 @@ class App:
 
     @staticmethod
     def _map_js(lines: list[list[tuple[float, float]]], markers: list[tuple[float, float]]) -> str:
-        return ("if (window.L) { var m = L.map('map'); var g = L.featureGroup().addTo(m);"
+        # one canvas instead of an SVG element per road: the start page draws 1,500 roads, which
+        # as SVG took ~100 ms more of the browser's time per load (bench/webarena_sites.py)
+        return ("if (window.L) { var m = L.map('map', {preferCanvas: true}); var g = L.featureGroup().addTo(m);"
                 f"{json.dumps(lines)}.forEach(function (l) {{ L.polyline(l, {{weight: 3}}).addTo(g); }});"
                 f"{json.dumps(markers)}.forEach(function (p) {{ L.circleMarker(p).addTo(g); }});"
                 "if (g.getLayers().length) m.fitBounds(g.getBounds()); else m.setView([60.17, 24.94], 14); }")
