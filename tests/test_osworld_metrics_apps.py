@@ -315,8 +315,8 @@ def test_read_cell_value_and_unknown_rules(tmp_path: Path) -> None:
     assert read_cell_value(str(path), "Other", "A1") == "first"
     assert read_cell_value(str(path), "Data", "Z9") is None
     assert read_cell_value(str(path), "Missing", "A1") is None
-    with pytest.raises(NotImplementedError, match="sparkline"):
-        compare_table(str(path), None, rules=[{"type": "sparkline", "sheet_idx0": 0, "sheet_idx1": 0}])
+    with pytest.raises(NotImplementedError, match="no_such_rule"):
+        compare_table(str(path), None, rules=[{"type": "no_such_rule", "sheet_idx0": 0, "sheet_idx1": 0}])
 
 
 # --------------------------------------------------------------------------- getters (fake client)
@@ -585,7 +585,7 @@ def test_vlc_playing_info_saves_the_status_and_is_vlc_playing_reads_it(tmp_path:
     client = VlcClient("OK " + b64.b64encode(body).decode())
     path = get(client, {"type": "vlc_playing_info", "dest": "status.xml"}, tmp_path)
     assert Path(path).read_bytes() == body and Path(path).parent == tmp_path
-    assert client.calls[0][1][:2] == ["python3", "-c"] and client.calls[0][1][3:] == ["8080", "password"]
+    assert client.calls[0][1][:2] == ["python3", "-c"] and client.calls[0][1][3:] == ["8080", "password", "vlc"]
     f = m("is_vlc_playing")
     assert f(path, {"type": "file_name", "file_name": "Shark.mp4"}) == 1.0
     assert f(path, {"type": "file_name", "file_name": "Whale.mp4"}) == 0.0

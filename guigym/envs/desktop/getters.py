@@ -558,3 +558,4 @@ def get_profile_name(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[st
 
 # The getters in these modules register themselves into GETTERS on import.
 from guigym.envs.desktop import getters_apps, getters_browser  # noqa: E402,F401
+from guigym.envs.desktop import getters_chrome, getters_slides, getters_system  # noqa: E402,F401

@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlparse
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.envs.desktop.getters import GETTERS, GetterContext, _desktop_home, _need, read_profile_json
+from guigym.envs.desktop.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +50,33 @@ DEFAULT_CHROMIUM_PORT = 9222
 #: to it with socat; without socat only 1337 answers, so it is tried after the configured port
 OSWORLD_LAUNCH_PORT = 1337
 
-# Runs inside the desktop: python3 -c SNIPPET PORTS REQUEST_JSON (PORTS comma-separated, tried in
-# order). Our own fixed code; the url and the expression are data in argv. Prints one JSON object:
-# {"pages", "target", "value"} or {"error": "unreachable", "detail"} when no port answers.
-_CDP_SNIPPET = r'''
+# Runs inside the desktop: python3 -c SNIPPET PORTS REQUEST_JSON NAMES (PORTS comma-separated,
+# tried in order; NAMES the browser executables whose port is trusted, port_owner.py). Our own
+# fixed code; the url and the expression are data in argv. Prints one JSON object: {"pages",
+# "target", "value"}, or {"error": "unreachable" | "impostor" | "unverifiable", "detail"}.
+_CDP_SNIPPET = PORT_OWNER_CODE + r'''
 import base64, json, os, socket, struct, sys, urllib.error, urllib.request
 from urllib.parse import unquote, urlparse
 ports, req = [int(p) for p in sys.argv[1].split(",")], json.loads(sys.argv[2])
+names = tuple(sys.argv[3].split(","))
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-listed, errors = None, []
+listed, errors, impostors = None, [], []
 for port in ports:
+    verdict, detail = port_owner_verdict(port, names)
+    if verdict == "unknown":
+        sys.stdout.write(json.dumps({"error": "unverifiable", "detail": detail}))
+        sys.exit(0)
+    if verdict != "ok":
+        (impostors if verdict == "impostor" else errors).append(detail)
+        continue
     try:
         listed = json.loads(opener.open("http://127.0.0.1:%d/json/list" % port, timeout=10).read().decode("utf-8"))
         break
     except (urllib.error.URLError, OSError, ValueError) as e:
         errors.append("%d: %s" % (port, e))
 if listed is None:
-    sys.stdout.write(json.dumps({"error": "unreachable", "detail": "; ".join(errors)}))
+    sys.stdout.write(json.dumps({"error": "impostor" if impostors else "unreachable",
+                                 "detail": "; ".join(impostors + errors)}))
     sys.exit(0)
 pages = [t for t in listed if t.get("type") == "page"]
 norm = lambda s: unquote(s or "").rstrip("/")
@@ -149,12 +160,14 @@ def cdp_evaluate(ctx: GetterContext, url: Optional[str], expression: Optional[st
     ``url``: the tab to use (None = the first page target); ``expression``: JavaScript whose
     (awaited) value is returned, or None to only list tabs. Returns ``{"pages": [{"id", "url",
     "title"}], "target": {"id", "url"} | None, "value": <JSON value>}`` (``value`` only when a
-    target was found and an expression given), or None when no browser listens on the port.
-    Raises :class:`EnvInfraError` when the program cannot run or the DevTools exchange fails.
+    target was found and an expression given), or None when no browser listens on the ports or
+    what listens is not the browser's own binary (an agent's stand-in server: :mod:`.port_owner`).
+    Raises :class:`EnvInfraError` when the program cannot run, the DevTools exchange fails or the
+    port's owner cannot be seen.
     """
     request = {"url": url, "expression": expression, "timeout": timeout}
     ports = ",".join(str(p) for p in chromium_ports(ctx))
-    res = ctx.client.execute(["python3", "-c", _CDP_SNIPPET, ports, json.dumps(request)],
+    res = ctx.client.execute(["python3", "-c", _CDP_SNIPPET, ports, json.dumps(request), ",".join(CHROMIUM_NAMES)],
                              shell=False, timeout=timeout + 30)
     ok = isinstance(res, Mapping) and res.get("status") in (None, "success") and res.get("returncode") in (None, 0)
     if not ok:
@@ -169,6 +182,11 @@ def cdp_evaluate(ctx: GetterContext, url: Optional[str], expression: Optional[st
     if answer.get("error") == "unreachable":
         log.info("no browser debugging endpoint on ports %s: %s", ports, answer.get("detail"))
         return None
+    if answer.get("error") == "impostor":  # not the browser: read as no browser, never trusted
+        log.warning("refusing a debugging endpoint that is not the browser's: %s", answer.get("detail"))
+        return None
+    if answer.get("error") == "unverifiable":
+        raise EnvInfraError(f"cannot verify who serves the browser's debugging port: {answer.get('detail')}")
     return answer
 
 

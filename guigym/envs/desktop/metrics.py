@@ -412,3 +412,5 @@ def evaluate(evaluator_spec: Mapping[str, Any], results: Any, expected: Any = No
 # The metrics in these modules register themselves into METRICS on import.
 from guigym.envs.desktop import metrics_docs, metrics_files, metrics_images, metrics_slides  # noqa: E402,F401
 from guigym.envs.desktop import metrics_apps  # noqa: E402,F401
+from guigym.envs.desktop import metrics_writer, metrics_impress, metrics_gimp  # noqa: E402,F401
+from guigym.envs.desktop import metrics_chrome, metrics_misc  # noqa: E402,F401

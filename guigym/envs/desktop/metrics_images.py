@@ -17,26 +17,36 @@ from PIL import Image, ImageStat
 
 from guigym.envs.desktop.metrics import METRICS
 
-__all__ = ["ssim", "compare_images", "check_structure_sim", "check_brightness_decrease_and_structure_sim"]
+__all__ = ["ssim", "channel_last_ssim", "structure_check_by_ssim", "compare_images", "check_structure_sim", "check_brightness_decrease_and_structure_sim"]
 
 
-def _window_means(x: np.ndarray, win: int) -> np.ndarray:
-    """Mean over every ``win x win`` window that fits inside the 2-D array ``x``: shape
-    ``(H - win + 1, W - win + 1)``, from an integral image."""
+def _window_means(x: np.ndarray, win: tuple[int, int]) -> np.ndarray:
+    """Mean over every ``win = (rows, cols)`` window that fits inside the 2-D array ``x``: shape
+    ``(H - rows + 1, W - cols + 1)``, from an integral image."""
+    wh, ww = win
     c = np.pad(np.cumsum(np.cumsum(x, axis=0), axis=1), ((1, 0), (1, 0)))
-    total = c[win:, win:] - c[:-win, win:] - c[win:, :-win] + c[:-win, :-win]
-    return total / float(win * win)
+    total = c[wh:, ww:] - c[:-wh, ww:] - c[wh:, :-ww] + c[:-wh, :-ww]
+    return total / float(wh * ww)
 
 
-def _ssim_2d(a: np.ndarray, b: np.ndarray, win: int, data_range: float) -> float:
+def _ssim_2d(a: np.ndarray, b: np.ndarray, win: tuple[int, int], data_range: float) -> float:
     a, b = a.astype(np.float64), b.astype(np.float64)
     ua, ub = _window_means(a, win), _window_means(b, win)
     uaa, ubb, uab = _window_means(a * a, win), _window_means(b * b, win), _window_means(a * b, win)
-    cov_norm = win * win / (win * win - 1.0)  # sample covariance, as skimage's default
+    n = win[0] * win[1]
+    cov_norm = n / (n - 1.0)  # sample covariance, as skimage's default
     va, vb, vab = cov_norm * (uaa - ua * ua), cov_norm * (ubb - ub * ub), cov_norm * (uab - ua * ub)
     c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
     s = ((2 * ua * ub + c1) * (2 * vab + c2)) / ((ua * ua + ub * ub + c1) * (va + vb + c2))
     return float(s.mean())
+
+
+def _dtype_range(a: np.ndarray) -> float:
+    """skimage's default data range: the integer dtype's span (255 for uint8)."""
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError("ssim: data_range is required for float images")
+    info = np.iinfo(a.dtype)
+    return float(info.max) - (0.0 if info.min >= 0 else float(info.min))
 
 
 def ssim(a: np.ndarray, b: np.ndarray, win_size: int = 7, channel_axis: Optional[int] = None,
@@ -50,10 +60,7 @@ def ssim(a: np.ndarray, b: np.ndarray, win_size: int = 7, channel_axis: Optional
     if a.shape != b.shape:
         raise ValueError(f"ssim: images have different shapes {a.shape} and {b.shape}")
     if data_range is None:
-        if not np.issubdtype(a.dtype, np.integer):
-            raise ValueError("ssim: data_range is required for float images")
-        info = np.iinfo(a.dtype)
-        data_range = float(info.max) - (0.0 if info.min >= 0 else float(info.min))
+        data_range = _dtype_range(a)
     if channel_axis is not None:
         a, b = np.moveaxis(a, channel_axis, -1), np.moveaxis(b, channel_axis, -1)
         spatial = a.shape[:-1]
@@ -61,9 +68,27 @@ def ssim(a: np.ndarray, b: np.ndarray, win_size: int = 7, channel_axis: Optional
         spatial = a.shape
     if len(spatial) != 2 or min(spatial) < win_size or win_size % 2 == 0:
         raise ValueError(f"ssim: win_size {win_size} must be odd and fit the image {spatial}")
+    win = (win_size, win_size)
     if channel_axis is None:
-        return _ssim_2d(a, b, win_size, data_range)
-    return float(np.mean([_ssim_2d(a[..., i], b[..., i], win_size, data_range) for i in range(a.shape[-1])]))
+        return _ssim_2d(a, b, win, data_range)
+    return float(np.mean([_ssim_2d(a[..., i], b[..., i], win, data_range) for i in range(a.shape[-1])]))
+
+
+def channel_last_ssim(a: np.ndarray, b: np.ndarray, win_size: int = 7) -> float:
+    """What gimp.py's ``structural_similarity(a, b, channel_axis=-1)`` computes for two equally
+    shaped integer arrays. H x W x C: the mean over the C channels of the 2-D SSIM. H x W (an "L"
+    or "P" image, or one HSV band): the last axis is taken as the channel axis, so each of the W
+    columns is a 1-D signal of H samples with a ``win_size`` window, and the mean over columns is
+    returned. Raises ValueError for different shapes or an image shorter than the window."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"ssim: images have different shapes {a.shape} and {b.shape}")
+    if a.ndim == 3:
+        return ssim(a, b, win_size=win_size, channel_axis=2)
+    if a.ndim != 2 or a.shape[0] < win_size or win_size % 2 == 0:
+        raise ValueError(f"ssim: win_size {win_size} must be odd and fit the columns of {a.shape}")
+    # a (win_size, 1) window over the rows == 1-D SSIM of every column; same mean
+    return _ssim_2d(a, b, (win_size, 1), _dtype_range(a))
 
 
 def _readable(path: Optional[str]) -> bool:
@@ -97,13 +122,20 @@ def compare_images(image1_path: Optional[str], image2_path: Optional[str], **opt
 
 
 def structure_check_by_ssim(img1: Image.Image, img2: Image.Image, threshold: float = 0.9) -> bool:
-    """gimp.py: RGB SSIM (7x7 window, mean over channels) >= ``threshold``; images smaller than
-    7 px or of different sizes are not similar."""
-    if min(img1.size) < 7 or min(img2.size) < 7 or img1.size != img2.size:
+    """gimp.py: :func:`channel_last_ssim` of the two images' pixel arrays (alpha included, a
+    one-band image column by column, as upstream) >= ``threshold``. Images of different sizes,
+    or smaller than the 7 px window, are not similar. **(differs)** two images of the same size
+    whose arrays differ in shape (e.g. RGBA and RGB, or "P" and RGB) are both converted to RGB
+    first, where upstream's SSIM raises."""
+    if img1.size != img2.size:
         return False
-    a = np.asarray(img1.convert("RGB"))
-    b = np.asarray(img2.convert("RGB"))
-    return ssim(a, b, channel_axis=2) >= threshold
+    a, b = np.asarray(img1), np.asarray(img2)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        a, b = np.asarray(img1.convert("RGB")), np.asarray(img2.convert("RGB"))
+    try:
+        return channel_last_ssim(a, b) >= threshold
+    except ValueError:  # smaller than the window, or a non-integer mode such as "F"
+        return False
 
 
 @METRICS.register("check_structure_sim")

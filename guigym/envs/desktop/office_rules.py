@@ -515,6 +515,162 @@ def _rule_sheet_fuzzy(rule: Mapping[str, Any], books: TableBooks) -> bool:
     return ok
 
 
+# --------------------------------------------------------------------------- sheet settings
+# freeze, zoom, data_validation, row_props/col_props, filter, sparkline: OSWorld's branches of the
+# same names and utils.py load_rows_or_cols / load_filters / load_sparklines.
+
+
+def _rule_freeze(rule: Mapping[str, Any], books: TableBooks) -> Optional[bool]:
+    """Both sheets have the same ``freeze_panes`` (top-left unfrozen cell, e.g. ``"B2"``, or
+    None); a missing first sheet scores 0 at once, a missing second one fails the rule
+    (OSWorld raises there)."""
+    ws0 = books.worksheet(rule["sheet_idx0"])
+    if ws0 is None:
+        return None
+    ws1 = books.worksheet(rule["sheet_idx1"])
+    return ws1 is not None and ws0.freeze_panes == ws1.freeze_panes
+
+
+def _safe_match(value: Any, rule: Mapping[str, Any]) -> bool:
+    """``match_value_to_rule``, a type mismatch (``lt`` between text and a number, ``str_set_eq``
+    on a missing formula) read as no match (OSWorld raises out of the metric)."""
+    from guigym.envs.desktop.metrics_files import match_value_to_rule
+
+    try:
+        return match_value_to_rule(value, rule)
+    except (TypeError, AttributeError):
+        return False
+
+
+def _rule_zoom(rule: Mapping[str, Any], books: TableBooks) -> Optional[bool]:
+    """The sheet view's ``zoomScale`` (100 when unset) matches ``{"method", "ref"}`` of the rule
+    itself (e.g. ``"method": "lt", "ref": 260``); a missing sheet scores 0."""
+    ws = books.worksheet(rule["sheet_idx"])
+    if ws is None:
+        return None
+    return _safe_match(ws.sheet_view.zoomScale or 100.0, rule)
+
+
+def _rule_data_validation(rule: Mapping[str, Any], books: TableBooks) -> Optional[bool]:
+    """The sheet has at least ``len(dv_props)`` data validations and each of them matches one
+    entry of ``dv_props``: every ``{attribute: {"method", "ref"}}`` of the entry holds for the
+    openpyxl DataValidation's attribute (``ranges`` = its sqref as a MultiCellRange, ``type``,
+    ``formula1`` such as ``'"Pass,Fail,Held"'``, ``operator``, ``allowBlank``...). A missing sheet
+    scores 0."""
+    ws = books.worksheet(rule["sheet_idx"])
+    if ws is None:
+        return None
+    validations = list(ws.data_validations.dataValidation)
+    wanted = list(rule["dv_props"])
+    if len(validations) < len(wanted):
+        return False
+    return all(any(all(_safe_match(getattr(dv, attr, None), mr) for attr, mr in entry.items()) for entry in wanted)
+               for dv in validations)
+
+
+def load_rows_or_cols(ws: Any, obj: str, props: list[str]) -> dict[Any, dict[str, Any]]:
+    """OSWorld's ``load_rows_or_cols``: ``{row number | column letter: {prop: value}}`` over the
+    dimensions the sheet file defines (``obj`` ``"row"`` or ``"column"``; props are openpyxl
+    RowDimension/ColumnDimension attributes: ``hidden``, ``height``, ``width``,
+    ``outline_level``...). A missing sheet gives {}."""
+    if ws is None:
+        return {}
+    dims = getattr(ws, f"{obj}_dimensions")
+    return {key: {p: getattr(dim, p) for p in set(props)} for key, dim in dims.items()}
+
+
+def _rule_dims(obj: str) -> Callable[[Mapping[str, Any], TableBooks], bool]:
+    def rule_fn(rule: Mapping[str, Any], books: TableBooks) -> bool:
+        props = list(rule.get("props", []))
+        return load_rows_or_cols(books.worksheet(rule["sheet_idx0"]), obj, props) == \
+            load_rows_or_cols(books.worksheet(rule["sheet_idx1"]), obj, props)
+
+    rule_fn.__doc__ = f"The {obj} dimensions (``props``) of both sheets are equal."
+    return rule_fn
+
+
+def load_filters(ws: Any) -> dict[str, Any]:
+    """OSWorld's ``load_filters``: the sheet's autofilter as ``{"ref", "filter_column": [per
+    column (sorted by colId): col_id, hidden_button, show_button, filters_blank/filters (set of
+    values), custom_filters_op/custom_filters (set of (operator, val))], "sort_state": {sort,
+    case, method, ref, condition: [...]}}`` (sort_state only when set). A missing sheet gives {}."""
+    if ws is None:
+        return {}
+    auto = ws.auto_filter
+    columns = []
+    for col in auto.filterColumn:
+        info: dict[str, Any] = {"col_id": col.colId, "hidden_button": col.hiddenButton,
+                                "show_button": col.showButton}
+        if col.filters is not None:
+            info["filters_blank"] = col.filters.blank
+            info["filters"] = set(col.filters.filter)
+        if col.customFilters is not None:
+            info["custom_filters_op"] = col.customFilters._and
+            info["custom_filters"] = {(f.operator, f.val) for f in col.customFilters.customFilter}
+        columns.append(info)
+    out: dict[str, Any] = {"ref": auto.ref, "filter_column": sorted(columns, key=lambda d: d["col_id"])}
+    sort = auto.sortState
+    if sort is not None:
+        out["sort_state"] = {
+            "sort": sort.columnSort, "case": sort.caseSensitive, "method": sort.sortMethod, "ref": sort.ref,
+            "condition": [{"descending": c.descending, "key": c.sortBy, "ref": c.ref, "custom_list": c.customList,
+                           "dxf_id": c.dxfId, "icon": c.iconSet, "iconid": c.iconId} for c in sort.sortCondition],
+        }
+    return out
+
+
+def _rule_filter(rule: Mapping[str, Any], books: TableBooks) -> bool:
+    return load_filters(books.worksheet(rule["sheet_idx0"])) == load_filters(books.worksheet(rule["sheet_idx1"]))
+
+
+_NS_X14 = "http://schemas.microsoft.com/office/spreadsheetml/2009/9/main"
+_NS_XM = "http://schemas.microsoft.com/office/excel/2006/main"
+
+
+def _sheet_member(z: zipfile.ZipFile, sheet: str) -> Optional[str]:
+    """The zip member of the sheet named ``sheet`` (through the workbook relationships)."""
+    book = ET.fromstring(z.read("xl/workbook.xml"))
+    rel_id = next((sh.get(f"{{{_NS_REL}}}id") for sh in book.iter(_q("sheet")) if sh.get("name") == sheet), None)
+    if rel_id is None:
+        return None
+    rels = ET.fromstring(z.read("xl/_rels/workbook.xml.rels"))
+    target = next((r.get("Target") for r in rels.iter(f"{{{_NS_PKG_REL}}}Relationship") if r.get("Id") == rel_id),
+                  None)
+    if not target:
+        return None
+    return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+
+
+def load_sparklines(path: Optional[str], sheet: str) -> dict[str, str]:
+    """OSWorld's ``load_sparklines``: ``{cell: data range}`` (``xm:sqref`` -> ``xm:f``, e.g.
+    ``{"F3": "Sheet1!C3:E3"}``) of the sheet's ``x14:sparkline`` elements; {} when the file or
+    sheet is missing or broken (OSWorld raises for a missing sheet)."""
+    if not path:
+        return {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            member = _sheet_member(z, sheet)
+            if member is None:
+                return {}
+            root = ET.fromstring(z.read(member))
+    except (OSError, zipfile.BadZipFile, KeyError, ET.ParseError):
+        return {}
+    out: dict[str, str] = {}
+    for sp in root.iter(f"{{{_NS_X14}}}sparkline"):
+        ref, data = sp.find(f"{{{_NS_XM}}}sqref"), sp.find(f"{{{_NS_XM}}}f")
+        if ref is not None and data is not None:
+            out[ref.text or ""] = data.text or ""
+    return out
+
+
+def _rule_sparkline(rule: Mapping[str, Any], books: TableBooks) -> bool:
+    def sparklines(idx: Union[int, str]) -> dict[str, str]:
+        which, name = books.ref(idx)
+        return load_sparklines(books.paths[which], name)
+
+    return sparklines(rule["sheet_idx0"]) == sparklines(rule["sheet_idx1"])
+
+
 #: rule type -> function(rule, books) -> True/False, or None for "score 0 now"
 TABLE_RULES: dict[str, Callable[[Mapping[str, Any], TableBooks], Optional[bool]]] = {
     "chart": _rule_chart,
@@ -522,4 +678,11 @@ TABLE_RULES: dict[str, Callable[[Mapping[str, Any], TableBooks], Optional[bool]]
     "check_cell": _rule_check_cell,
     "sheet_fuzzy": _rule_sheet_fuzzy,
     "style": _rule_style,
+    "freeze": _rule_freeze,
+    "zoom": _rule_zoom,
+    "data_validation": _rule_data_validation,
+    "row_props": _rule_dims("row"),
+    "col_props": _rule_dims("column"),
+    "filter": _rule_filter,
+    "sparkline": _rule_sparkline,
 }
