@@ -42,6 +42,31 @@ def result_from_reply(i: int, kind: str, status: str, value: Any) -> PoolResult:
     return PoolResult(i, kind, lost=status == "infra", error=value)
 
 
+def wait_for_replies(busy: dict[int, tuple[Any, ...]], timeout: Optional[float],
+                     ready: Callable[[float], list[int]], collect: Callable[[int], PoolResult],
+                     restart: Callable[[int], None], timeout_s: float, what: str) -> list[PoolResult]:
+    """The wait loop of both pools (EnvPool over pipes, RayEnvPool over object refs).
+
+    ``busy``: index -> (kind, deadline, ...) of the envs with a call in flight; ``ready(limit)``
+    blocks at most ``limit`` seconds and returns the indices whose reply has arrived;
+    ``collect(i)`` turns env i's reply into a result (and removes it from ``busy``). Returns the
+    results of every env that finished, at least one unless ``timeout`` passes first; an env past
+    its deadline comes back lost and is restarted (:func:`expire_overdue`)."""
+    if not busy:
+        return []
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        now = time.monotonic()
+        limit = min(entry[1] for entry in busy.values()) - now
+        if end is not None:
+            limit = min(limit, end - now)
+        results = [collect(i) for i in ready(max(0.0, limit))]
+        now = time.monotonic()
+        results += expire_overdue(busy, now, restart, timeout_s, what)
+        if results or (end is not None and now >= end):
+            return results
+
+
 def expire_overdue(busy: dict[int, tuple[Any, ...]], now: float, restart: Callable[[int], None],
                    timeout_s: float, what: str) -> list[PoolResult]:
     """Lost results for the envs in ``busy`` (index -> (kind, deadline, ...)) whose deadline has
@@ -171,22 +196,12 @@ class EnvPool:
 
     def wait(self, timeout: Optional[float] = None) -> list[PoolResult]:
         """Results of every env that finished (at least one unless ``timeout`` passes first)."""
-        if not self._busy:
-            return []
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            next_deadline = min(d for _, d in self._busy.values())
-            limit = next_deadline - now
-            if end is not None:
-                limit = min(limit, end - now)
+        def ready(limit: float) -> list[int]:
             by_conn = {self._conns[i]: i for i in self._busy}
-            ready = mp_wait(list(by_conn), timeout=max(0.0, limit))
-            results = [self._collect(by_conn[c]) for c in ready]  # type: ignore[index]
-            now = time.monotonic()
-            results += expire_overdue(self._busy, now, self._restart, self.call_timeout_s, "env worker")
-            if results or (end is not None and now >= end):
-                return results
+            return [by_conn[c] for c in mp_wait(list(by_conn), timeout=limit)]  # type: ignore[index]
+
+        return wait_for_replies(self._busy, timeout, ready, self._collect, self._restart, self.call_timeout_s,
+                                "env worker")
 
     def _collect(self, i: int) -> PoolResult:
         kind, _ = self._busy.pop(i)

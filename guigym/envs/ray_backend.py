@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from guigym.core.errors import ConfigError, EnvInfraError
-from guigym.envs.pool import PoolResult, expire_overdue, result_from_reply
+from guigym.envs.pool import PoolResult, result_from_reply, wait_for_replies
 
 log = logging.getLogger(__name__)
 
@@ -281,25 +281,18 @@ class RayEnvPool:
 
     def wait(self, timeout: Optional[float] = None) -> list[PoolResult]:
         """Results of every env that finished (at least one unless ``timeout`` passes first)."""
-        if not self._busy:
-            return []
         ray = self._ray
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            now = time.monotonic()
-            limit = min(d for _, d, _ in self._busy.values()) - now
-            if end is not None:
-                limit = min(limit, end - now)
+
+        def ready(limit: float) -> list[int]:
             by_ref = {ref: i for i, (_, _, ref) in self._busy.items()}
             refs = list(by_ref)
-            ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, limit))
-            if ready:  # collect every other env that is done too
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            results = [self._collect(by_ref[r]) for r in ready]
-            now = time.monotonic()
-            results += expire_overdue(self._busy, now, self._restart, self.call_timeout_s, "env actor")
-            if results or (end is not None and now >= end):
-                return results
+            done, _ = ray.wait(refs, num_returns=1, timeout=limit)
+            if done:  # collect every other env that is done too
+                done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            return [by_ref[r] for r in done]
+
+        return wait_for_replies(self._busy, timeout, ready, self._collect, self._restart, self.call_timeout_s,
+                                "env actor")
 
     def _collect(self, i: int) -> PoolResult:
         from ray.exceptions import RayError, RayTaskError
