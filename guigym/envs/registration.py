@@ -9,6 +9,8 @@ ENVS = {
     "WebArena-v0": "guigym.envs.web.webarena.env:WebArenaEnv",
     "AndroidLab-v0": "guigym.envs.android.env:AndroidLabEnv",
     "AndroidWorld-v0": "guigym.envs.android.env:AndroidWorldEnv",
+    # stand-in with recorded reset/step latencies, for scale-out benchmarks (issue 16)
+    "LatencyModel-v0": "guigym.envs.latency_model:LatencyModelEnv",
 }
 
 #: ids whose ``gym.make_vec`` needs per-env arguments (one adb serial per Android sub-env)
