@@ -598,3 +598,35 @@ def test_qemu_names_qemus_message_when_no_cpu_model_starts(tmp_path):
     assert calls.read_text().split("\n")[:-1] == ["yes host", "yes max", "yes default", "no max"]
     assert "kvm -cpu host" in str(e.value) and "tcg -cpu max" in str(e.value)
     assert p.proc is None and p.accel is None
+
+
+def test_qemu_envs_built_with_the_same_kwargs_get_their_own_state_dirs(tmp_path, monkeypatch):
+    """N envs from one set of kwargs (eval --num-envs, Ray actors) must not share an overlay and
+    a monitor socket: the default name is the first envN no running env holds."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    a, b = qm.QemuProvider(tmp_path / "b.qcow2"), qm.QemuProvider(tmp_path / "b.qcow2")
+    a._lock_state_dir()
+    b._lock_state_dir()
+    try:
+        assert a.state_dir != b.state_dir and a.overlay != b.overlay and a.monitor_path != b.monitor_path
+        assert {a.state_dir.name, b.state_dir.name} == {"env0", "env1"}
+    finally:
+        a._unlock_state_dir()
+    c = qm.QemuProvider(tmp_path / "b.qcow2")  # env0 is free again once a stopped
+    c._lock_state_dir()
+    assert c.state_dir.name == "env0"
+    c._unlock_state_dir()
+    b._unlock_state_dir()
+
+
+def test_qemu_env_refuses_a_state_dir_another_env_holds(tmp_path):
+    a = qm.QemuProvider(tmp_path / "b.qcow2", state_dir=tmp_path / "shared")
+    b = qm.QemuProvider(tmp_path / "b.qcow2", state_dir=tmp_path / "shared")
+    a._lock_state_dir()
+    try:
+        with pytest.raises(ConfigError, match="in use by another running qemu env"):
+            b._lock_state_dir()
+    finally:
+        a._unlock_state_dir()
+    b._lock_state_dir()  # free once the first env stopped
+    b._unlock_state_dir()

@@ -22,7 +22,9 @@
 """
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -168,8 +170,12 @@ class QemuProvider(Provider):
     Args:
         base: the qcow2 (never written).
         state_dir: this env's folder (overlay, monitor socket, log); default
-            ``~/.cache/guigym/qemu/<env_name>``.
-        env_name: distinguishes envs sharing a base (the state dir name).
+            ``~/.cache/guigym/qemu/<env_name>``. A running env holds an ``flock`` on
+            ``<state_dir>/.lock``: a second env given the same folder gets a ConfigError instead
+            of sharing the overlay and the monitor socket.
+        env_name: distinguishes envs sharing a base (the state dir name); None (default): the
+            first of ``env0``, ``env1``, ... that no running env holds, so N envs built with the
+            same kwargs (``guigym eval --num-envs N``, Ray actors) get one folder each.
         memory/cpus: guest RAM (QEMU size string) and vCPUs.
         kvm: use KVM (None: when ``/dev/kvm`` is usable).
         save_state: ``savevm`` after the first boot so ``revert`` is a ``loadvm``.
@@ -182,7 +188,7 @@ class QemuProvider(Provider):
     vm = True
 
     def __init__(self, base: Union[str, Path], *, state_dir: Union[str, Path, None] = None,
-                 env_name: str = "env0", memory: str = "4G", cpus: int = 4, kvm: Optional[bool] = None,
+                 env_name: Optional[str] = None, memory: str = "4G", cpus: int = 4, kvm: Optional[bool] = None,
                  save_state: bool = True, keep_overlay: bool = False, token: Optional[str] = None,
                  ready_timeout: float = 300.0, vnc: Optional[int] = None, binary: str = "qemu-system-x86_64",
                  qemu_img: str = "qemu-img", port_state_dir: Union[str, Path, None] = None,
@@ -190,9 +196,11 @@ class QemuProvider(Provider):
                  extra_args: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.base = Path(base)
+        self._explicit_dir = state_dir is not None or env_name is not None
+        self.env_name = env_name or "env0"
         self.state_dir = Path(state_dir) if state_dir is not None else (
-            Path.home() / ".cache" / "guigym" / "qemu" / env_name)
-        self.env_name = env_name
+            Path.home() / ".cache" / "guigym" / "qemu" / self.env_name)
+        self._dir_lock: Optional[int] = None  # fd holding the state dir's flock while running
         self.memory, self.cpus = memory, cpus
         self.kvm = kvm_available() if kvm is None else bool(kvm)
         self.save_state, self.keep_overlay = save_state, keep_overlay
@@ -231,6 +239,31 @@ class QemuProvider(Provider):
         return Monitor(self.monitor_path)
 
     # ---- pieces ------------------------------------------------------------------------------
+    def _lock_state_dir(self) -> None:
+        """Hold ``<state_dir>/.lock`` for as long as this env runs (see ``state_dir``)."""
+        if self._dir_lock is not None:
+            return
+        for k in range(1 if self._explicit_dir else 4096):
+            if not self._explicit_dir:
+                self.env_name = f"env{k}"
+                self.state_dir = self.state_dir.parent / self.env_name
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._dir_lock = fd
+            return
+        raise ConfigError(f"state_dir {self.state_dir} is in use by another running qemu env; give each env "
+                          "its own state_dir or env_name")
+
+    def _unlock_state_dir(self) -> None:
+        fd, self._dir_lock = self._dir_lock, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
+
     def _check_tools(self) -> None:
         for tool in (self.binary, self.qemu_img):
             if shutil.which(tool) is None:
@@ -328,7 +361,7 @@ class QemuProvider(Provider):
             return self._client
         t0 = time.monotonic()
         self._check_tools()
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_state_dir()
         self.ports = self.ports_alloc.allocate(HOST_PORT_STARTS, owner=f"qemu:{self.env_name}")
         register_cleanup(self)
         try:
@@ -397,4 +430,5 @@ class QemuProvider(Provider):
             self.overlay.unlink(missing_ok=True)
             self.has_state = False
         self.ports = self.ports_alloc.release_quietly(self.ports)
+        self._unlock_state_dir()
         unregister_cleanup(self)
