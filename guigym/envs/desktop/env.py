@@ -251,7 +251,8 @@ class OSWorldEnv(GUIEnv):
 
         return run_setup(self.client, steps, cache_dir=self.cache_dir / "setup", network_ok=self.network,
                          password=self.client_password, screen_size=self.screen_size,
-                         base_dir=self._task_dir(task), label=label)
+                         base_dir=self._task_dir(task), label=label,
+                         capture_dir=self.cache_dir / "eval" / task.id)  # where cache_file reads
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:

@@ -36,13 +36,19 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
   (``/json/list``, ``/json/new?<url>``, ``/json/close/<id>``) from *inside* the desktop via
   ``/execute``, because the local sandbox may share no network namespace with the host.
 
-Other OSWorld types (``change_wallpaper``, ``googledrive``, ``login``, ``update_browse_history``,
-``proxy``, ``tidy_desktop``, ``act``, ``replay``) raise :class:`SetupUnavailableError`; an unknown
-type or malformed parameters raise :class:`TaskSpecError` naming the step index.
+* ``update_browse_history`` (``history``): setup_history.py (the browser creates its own empty
+  History instead of OSWorld's downloaded one).
+
+Other OSWorld types (``change_wallpaper``, ``googledrive``, ``login``, ``proxy``, ``tidy_desktop``,
+``act``, ``replay``) raise :class:`SetupUnavailableError`; an unknown type or malformed
+parameters raise :class:`TaskSpecError` naming the step index.
 ``{CLIENT_PASSWORD}``/``{SCREEN_*}`` placeholders are substituted in every parameter.
 Paths under ``~/.config/google-chrome`` in any parameter are rewritten to ``~/.config/chromium``
 when the desktop has no real Google Chrome (no ``/opt/google/chrome`` and no Chrome profile):
 there ``google-chrome`` is Debian's Chromium, whose profile lives in ``~/.config/chromium``.
+On such a desktop ``pkill chrome`` / ``killall chrome`` (OSWorld's postconfigs quit the browser
+so it writes its profile to disk) target ``chromium``: the process is named ``chromium``, which
+the pattern ``chrome`` does not match (:func:`map_chrome_kill`).
 """
 from __future__ import annotations
 
@@ -74,7 +80,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "MissingResourceError", "MissingToolError", "SetupUnavailableError", "SetupContext",
     "STEP_HANDLERS", "UNSUPPORTED_STEPS", "run_setup", "download_cache_path", "compare_urls",
-    "fetch_url_to_cache", "map_chrome_profile",
+    "fetch_url_to_cache", "map_chrome_profile", "map_chrome_kill",
 ]
 
 
@@ -114,7 +120,6 @@ UNSUPPORTED_STEPS: dict[str, str] = {
     "change_wallpaper": "not implemented by guigym's desktop client",
     "googledrive": "needs Google Drive credentials and network access",
     "login": "needs website credentials and network access",
-    "update_browse_history": "needs OSWorld's history_empty.sqlite and Google Chrome's profile path",
     "proxy": "needs OSWorld's proxy pool",
     "tidy_desktop": "not implemented upstream either (NotImplementedError)",
     "act": "not implemented upstream either (NotImplementedError)",
@@ -123,6 +128,10 @@ UNSUPPORTED_STEPS: dict[str, str] = {
 
 
 # --------------------------------------------------------------------------- context
+
+_KILLERS = frozenset({"pkill", "killall"})
+# "pkill chrome", "pkill -9 chrome", "killall chrome": the word chrome as the process pattern
+_KILL_CHROME = re.compile(r"(?<![\w/.-])((?:/usr)?(?:/s?bin/)?(?:pkill|killall)(?:\s+-\S+)*\s+)chrome(?![\w.-])")
 
 
 @dataclass
@@ -144,6 +153,9 @@ class SetupContext:
     command_timeout: float = 120.0
     download_timeout: float = 300.0
     sleep: Callable[[float], None] = time.sleep
+    #: where ``execute``'s ``stdout``/``stderr`` captures go (None: ``cache_dir``); the env gives
+    #: the task's getter cache so ``cache_file`` reads them, as in OSWorld (one dir per task)
+    capture_dir: Optional[Path] = None
     _tool_cache: dict[str, bool] = field(default_factory=dict)
     _chrome_is_chromium: Optional[bool] = None
 
@@ -168,6 +180,24 @@ class SetupContext:
 #: ``.config/google-chrome`` as a path component (``~/.config/google-chrome/Default``,
 #: ``/home/user/.config/google-chrome``), not a url that merely mentions google-chrome
 _CHROME_PROFILE = re.compile(r"(?<=\.config/)google-chrome(?=$|[/\s\"';&|)])")
+
+
+def map_chrome_kill(command: Any) -> Any:
+    """``command`` (a list or a shell string) with ``pkill chrome`` / ``killall chrome`` aimed at
+    Chromium's process name ``chromium``; anything else is returned unchanged.
+
+    >>> map_chrome_kill(["pkill", "chrome"])
+    ['pkill', 'chromium']
+    >>> map_chrome_kill("pkill -f google-chrome; killall chrome")
+    'pkill -f google-chrome; killall chromium'
+    """
+    if isinstance(command, str):
+        return _KILL_CHROME.sub(r"\1chromium", command)
+    if isinstance(command, list) and command:
+        if os.path.basename(str(command[0])) in _KILLERS:
+            return [("chromium" if i > 0 and a == "chrome" else a) for i, a in enumerate(command)]
+        return [map_chrome_kill(a) if isinstance(a, str) else a for a in command]  # ["bash", "-c", "pkill chrome"]
+    return command
 
 
 def map_chrome_profile(value: Any) -> Any:
@@ -336,9 +366,11 @@ def _until_met(until: Mapping[str, Any], res: Mapping[str, Any]) -> bool:
 
 
 def _write_cache_text(ctx: SetupContext, field: str, name: str, text: str) -> None:
-    """Write ``text`` to ``cache_dir/name``; a name that leaves the cache dir (``../x``, ``/x``,
-    a symlink out) raises TaskSpecError naming ``field``."""
-    path = confine(ctx.cache_dir, name, field, "the cache directory")
+    """Write ``text`` to ``capture_dir/name`` (default ``cache_dir``); a name that leaves that
+    dir (``../x``, ``/x``, a symlink out) raises TaskSpecError naming ``field``."""
+    root = ctx.capture_dir if ctx.capture_dir is not None else ctx.cache_dir
+    root.mkdir(parents=True, exist_ok=True)
+    path = confine(root, name, field, "the cache directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text.encode("utf-8"))
 
@@ -694,6 +726,8 @@ def step_chrome_close_tabs(ctx: SetupContext, urls_to_close: Sequence[str]) -> N
 
 # --------------------------------------------------------------------------- dispatch
 
+from guigym.envs.desktop.setup_history import step_update_browse_history  # noqa: E402  (uses this module lazily)
+
 StepHandler = Callable[..., Any]
 
 #: step type -> handler(ctx, **parameters)
@@ -710,6 +744,7 @@ STEP_HANDLERS: dict[str, StepHandler] = {
     "execute_with_verification": step_execute_with_verification,
     "chrome_open_tabs": step_chrome_open_tabs,
     "chrome_close_tabs": step_chrome_close_tabs,
+    "update_browse_history": step_update_browse_history,
 }
 
 
@@ -739,7 +774,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
               network_ok: Optional[bool] = None, password: str = "password",
               screen_size: Optional[tuple[int, int]] = None, base_dir: Union[str, Path, None] = None,
               chromium_port: int = 9222, until_timeout: float = 60.0, cdp_timeout: float = 30.0,
-              label: str = "config", sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+              label: str = "config", sleep: Callable[[float], None] = time.sleep,
+              capture_dir: Union[str, Path, None] = None) -> list[dict[str, Any]]:
     """Run OSWorld setup ``steps`` in order on the desktop behind ``client``.
 
     Args:
@@ -753,6 +789,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
         base_dir: folder relative ``upload_file`` local paths are read from.
         chromium_port: Chromium's debugging port inside the desktop (OSWorld: 9222).
         label: what to call the step list in errors (``config`` / ``postconfig``).
+        capture_dir: host folder for ``stdout``/``stderr`` captures instead of ``cache_dir``
+            (the task's getter cache, where ``cache_file`` looks).
 
     Returns one record per step: ``{"index", "type", "seconds"}`` (+ ``"result"`` for commands).
 
@@ -768,7 +806,7 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
     ctx = SetupContext(client=client, cache_dir=cache, network_ok=network_ok, password=password,
                        base_dir=Path(base_dir) if base_dir is not None else None,
                        chromium_port=chromium_port, until_timeout=until_timeout, cdp_timeout=cdp_timeout,
-                       sleep=sleep)
+                       sleep=sleep, capture_dir=Path(capture_dir) if capture_dir is not None else None)
     size = screen_size
     records: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
@@ -799,6 +837,9 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
         if ".config/google-chrome" in json.dumps(params, default=str) and ctx.chrome_is_chromium():
             params = map_chrome_profile(params)
             log.info("%s: ~/.config/google-chrome mapped to Chromium's ~/.config/chromium", where)
+        if "command" in params and map_chrome_kill(params["command"]) != params["command"] and ctx.chrome_is_chromium():
+            params = {**params, "command": map_chrome_kill(params["command"])}
+            log.info("%s: 'chrome' process pattern mapped to Chromium's 'chromium'", where)
         _check_params(handler, params, where)
         t0 = time.monotonic()
         try:

@@ -3,15 +3,26 @@
 OSWorld's Ubuntu VM has user ``user`` with HOME ``/home/user`` and the XDG folders (Desktop,
 Documents, Downloads, ...); task setups download into them and getters read from them. The
 template is a few kilobytes, so restoring HOME from it on every reset is a plain copy.
+
+One divergence from GNOME's defaults (:data:`INITIAL_GSETTINGS`, in the template's dconf user
+database): the screen lock starts off. OSWorld's task os/a4d98375 ("have my computer locked
+automatically after I leave") checks only ``org.gnome.desktop.screensaver lock-enabled``, which
+GNOME (and OSWorld's VM image, whose setup guide changes only Screen Blank and Suspend) ships as
+``true``: the task would be solved before the agent acts.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 #: The XDG user folders of a fresh Ubuntu account (``xdg-user-dirs-update``).
 XDG_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates",
@@ -43,6 +54,42 @@ _USER_DIRS = "".join(
 _GTK3_SETTINGS = "[Settings]\ngtk-enable-animations=false\n"
 
 
+#: (schema, key, GVariant value) the desktop starts with instead of GNOME's default (module doc)
+INITIAL_GSETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("org.gnome.desktop.screensaver", "lock-enabled", "false"),
+)
+
+
+def write_gsettings(home: Union[str, Path],
+                    settings: tuple[tuple[str, str, str], ...] = INITIAL_GSETTINGS) -> bool:
+    """Store ``settings`` in ``home/.config/dconf/user`` (the dconf user database GSettings reads)
+    by running ``gsettings set`` on a private D-Bus session whose HOME is ``home``.
+
+    Returns False, with a warning naming what is missing, when the host has no
+    ``dbus-run-session``/``gsettings`` or a schema; the desktop then keeps GNOME's defaults.
+    """
+    if not settings:
+        return True
+    for tool in ("dbus-run-session", "gsettings"):
+        if shutil.which(tool) is None:
+            log.warning("HOME template: no %s on this machine; GSettings keep GNOME's defaults", tool)
+            return False
+    sets = " && ".join(f"gsettings set {s} {k} {v}" for s, k, v in settings)  # our constants, no task text
+    with tempfile.TemporaryDirectory(prefix="guigym-dconf-") as runtime:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "XDG_RUNTIME_DIR": runtime}
+        try:
+            p = subprocess.run(["dbus-run-session", "--", "sh", "-c", sets], env=env, capture_output=True,
+                               text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.warning("HOME template: gsettings failed (%s); GSettings keep GNOME's defaults", e)
+            return False
+    if p.returncode != 0 or not (Path(home) / ".config" / "dconf" / "user").is_file():
+        log.warning("HOME template: gsettings set failed (exit %s: %s); GSettings keep GNOME's defaults",
+                    p.returncode, p.stderr.strip()[-300:])
+        return False
+    return True
+
+
 def build_default_home(dest: Union[str, Path]) -> Path:
     """Write the default template into the empty or missing directory ``dest``; returns it."""
     dest = Path(dest)
@@ -61,6 +108,7 @@ def build_default_home(dest: Union[str, Path]) -> Path:
         path.write_text(text)
     (dest / ".local/share").mkdir(parents=True, exist_ok=True)
     (dest / ".cache").mkdir(exist_ok=True)
+    write_gsettings(dest)
     os.chmod(dest, 0o755)
     return dest
 
