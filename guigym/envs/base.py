@@ -16,13 +16,14 @@ that infrastructure faults raise :class:`EnvInfraError` while agent mistakes onl
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import gymnasium as gym
 
 from guigym.core import actions as A
 from guigym.core.dialect import MAX_ACTION_CHARS, format_action, parse_action
 from guigym.core.errors import ActionNotPossible, ActionParseError, EnvInfraError, TaskSpecError
+from guigym.core.paths import check_task_id
 from guigym.core.task import Task
 from guigym.envs.spaces import UnicodeText
 
@@ -99,6 +100,44 @@ class GUIEnv(gym.Env):
             return self._tasks_by_id[task]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
+    def task_from_spec(self, task_id: Optional[str], spec: Mapping[str, Any]) -> Task:
+        """A task built from a stored spec (``reset(options={"task": id, "task_spec": spec})``):
+        the tasks a training curriculum generates (``guigym.train.algorithms.webrl``), which this
+        env's suite does not list. ``spec`` (JSON) fields read:
+
+        * ``root`` (required): id of the task of this env the new one derives from;
+        * ``params``: the new parameters; ``{"seed": n}`` fixes the episode seed to n (seeded
+          task families such as MiniWoB: the seed defines the instance);
+        * ``has_verifier`` (else ``verifier_survives``, default false): whether the root's
+          verifier still scores the new task. When false the episode is not verified: its last
+          step has reward 0.0 and ``info["verifier"] = None`` (a reward model scores it);
+        * ``instruction``: replaces the root's instruction when the verifier does not survive
+          (a verifier that survives defines the task itself, e.g. a seeded page's utterance).
+
+        The Task keeps the spec in ``extra["spec"]``; platforms adapt further in
+        :meth:`_specialise`. TaskSpecError names the bad field."""
+        if not isinstance(spec, Mapping) or not spec.get("root"):
+            raise TaskSpecError(f"options['task_spec'] needs a 'root' task id, got {spec!r}")
+        root = self.resolve_task(str(spec["root"]))
+        tid = check_task_id(str(task_id or f"{root.id}.spec"), "options['task']")
+        params = spec.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise TaskSpecError(f"options['task_spec'].params must be a mapping, got {params!r}")
+        verified = bool(spec.get("has_verifier", spec.get("verifier_survives", False)))
+        extra: dict[str, Any] = {**root.extra, "spec": dict(spec), "has_verifier": verified}
+        if "seed" in params:
+            seed = params["seed"]
+            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise TaskSpecError(f"options['task_spec'].params.seed must be an int >= 0, got {seed!r}")
+            extra["fixed_seed"] = seed
+        instruction = root.instruction if verified else str(spec.get("instruction") or root.instruction)
+        task = root.model_copy(update={"id": tid, "instruction": instruction, "extra": extra})
+        return self._specialise(task, spec)
+
+    def _specialise(self, task: Task, spec: Mapping[str, Any]) -> Task:
+        """Platform hook of :meth:`task_from_spec` (e.g. rewrite a native config)."""
+        return task
+
     def presample_next_task(self) -> Task:
         """Draw the task the next ``reset()`` without seed or task will use (same RNG stream)."""
         if self._presampled is None:
@@ -106,7 +145,8 @@ class GUIEnv(gym.Env):
         return self._presampled
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Start an episode. ``options={"task": Task | task_id}`` picks the task, else one is sampled.
+        """Start an episode. ``options={"task": Task | task_id}`` picks the task, else one is sampled;
+        ``options={"task": new_id, "task_spec": {...}}`` builds it (:meth:`task_from_spec`).
 
         The episode seed is ``seed`` when given (so ``reset(seed=s)`` replays the same episode),
         otherwise a draw from the env's own RNG.
@@ -120,12 +160,16 @@ class GUIEnv(gym.Env):
         self._episode_max_steps = episode_max
         t0 = time.perf_counter()
         self.timings = {}
-        if options.get("task") is None and seed is None and self._presampled is not None:
+        if options.get("task_spec") is not None:
+            task = self.task_from_spec(options.get("task"), options["task_spec"])
+        elif options.get("task") is None and seed is None and self._presampled is not None:
             task = self._presampled
         else:
             task = self.resolve_task(options.get("task"))
         self._presampled = None
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
+        if task.extra.get("fixed_seed") is not None:  # a spec'd seeded instance: its seed is the task
+            episode_seed = int(task.extra["fixed_seed"])
         self.task, self.episode_seed = task, episode_seed
         self._steps, self._over = 0, True  # stays over if setup raises
         self._start_episode(task, episode_seed)
@@ -190,12 +234,15 @@ class GUIEnv(gym.Env):
         reward = 0.0
         if terminated or truncated:
             self._over = True
+            unverified = self.task.extra.get("has_verifier") is False  # a spec'd task its root's verifier cannot score
             try:
-                score, details = self._verify(self.task, typed)
+                score, details = (0.0, {}) if unverified else self._verify(self.task, typed)
             except EnvInfraError:
                 self._broken = True
                 raise
-            if score is None:
+            if unverified:
+                info.update(success=False, score=0.0, verifier=None)
+            elif score is None:
                 # the verifier could not score this episode (e.g. a fuzzy_match task with no LLM
                 # judge configured): neither a success nor a failure; the reward is 0.0 only
                 # because Gymnasium needs a number, and info says unscorable

@@ -340,6 +340,12 @@ class RunConfig(_Section):
                                "cluster with the resources of the `ray` section (guigym.envs.ray_backend.RayEnvPool; "
                                "needs the ray extra). Same trajectories and first update for the same seeds; an actor "
                                "that dies loses its rollout, which is rerun and never scored (default process)")
+    topology: Literal["coupled", "decoupled"] = Field(
+        "coupled", description="how rollout and training are arranged: 'coupled' = the synchronous loop (collect -> "
+                               "update -> sync, guigym.train.loop); 'decoupled' = DART's four long-lived Ray services "
+                               "(Li et al. 2025, sec. 3: env cluster, rollout service, data manager, trainer) that "
+                               "never wait for one another; knobs in the `decoupled` section "
+                               "(guigym.train.decoupled; needs the ray extra; default coupled)")
 
 
 class RayConfig(_Section):
@@ -357,6 +363,46 @@ class RayConfig(_Section):
         default_factory=dict, description="custom Ray resources each env actor holds, e.g. {desktop: 1} or "
                                           "{android_device: 1}, declared on the nodes by `ray start --resources` "
                                           "(Ray actor option `resources`; default {})")
+
+
+class DecoupledConfig(_Section):
+    """DART's decoupled system (Li et al. 2025, "Efficient Multi-turn RL for GUI Agents via Decoupled
+    Training and Adaptive Data Curation", sec. 3), used when ``run.topology: decoupled``
+    (guigym.train.decoupled). ``run.iterations`` counts trainer updates."""
+
+    num_policy_workers: int = Field(
+        2, gt=0, description="rollout-service workers for rollout.engine=hf: in-process HF engines, each with its own "
+                             "copy of the weights; requests go to the least-loaded one (DART sec. 3.4 'dynamic "
+                             "model service pool'). engine=http: one worker per rollout.urls entry, this is ignored (default 2)")
+    max_concurrent_weight_updates: int = Field(
+        1, gt=0, description="k: at most this many workers reload weights at any moment while the others keep "
+                             "serving (DART sec. 3.5 'per-worker model synchronization'; default 1)")
+    max_policy_lag: int = Field(
+        1, ge=0, description="staleness bound: a trajectory sampled by policy version v is trained at version V "
+                             "only if V - v <= max_policy_lag; older ones follow `stale_policy`. Within the bound "
+                             "the truncated importance weight (algorithm.tis_cap, DART eq. 2) corrects the "
+                             "mismatch (default 1)")
+    stale_policy: Literal["drop", "reweight"] = Field(
+        "drop", description="trajectories older than max_policy_lag: 'drop' = never reach the loss (never marked "
+                            "used in the DataStore; listed in <run.dir>/decoupled_events.json); 'reweight' = trained "
+                            "with advantages scaled by "
+                            "stale_weight ** (lag - max_policy_lag), recorded per sample (default drop)")
+    stale_weight: float = Field(0.5, gt=0.0, le=1.0, description="per-version factor of stale_policy: reweight "
+                                                                 "(default 0.5)")
+    groups_per_update: Optional[int] = Field(
+        None, gt=0, description="finished groups the trainer takes per update; it trains as soon as that many are "
+                                "ready while rollouts continue (DART sec. 3.3 'asynchronous trainer'; null = rollout.groups_per_iteration)")
+    num_env_clusters: int = Field(
+        1, gt=0, description="env-cluster actors; env.num_envs envs are split among them and each pulls tasks from "
+                             "the data manager on its own. Within a cluster the envs run rollout-wise, with a short "
+                             "barrier between its batches of groups; num_env_clusters = env.num_envs removes it "
+                             "(default 1)")
+    max_buffered_groups: Optional[int] = Field(
+        None, gt=0, description="back-pressure: env clusters start no new group while this many groups are "
+                                "running or ready but not yet trained on (null = 2 x groups_per_update)")
+    actor_num_cpus: float = Field(0.0, ge=0.0, description="logical CPUs Ray reserves for each service actor (data "
+                                                           "manager, rollout service, env cluster; envs keep "
+                                                           "ray.num_cpus; default 0)")
 
 
 class LogConfig(_Section):
@@ -398,7 +444,8 @@ class DistributedConfig(_Section):
 
 
 class TrainConfig(_Section):
-    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, log, distributed, ray."""
+    """A whole recipe. Sections: run, model, env, rollout, algorithm, optim, eval, log, distributed, ray,
+    decoupled."""
 
     run: RunConfig
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -410,14 +457,22 @@ class TrainConfig(_Section):
     log: LogConfig = Field(default_factory=LogConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     ray: RayConfig = Field(default_factory=RayConfig, description="Ray cluster and per-env resources of "
-                                                                  "run.backend: ray")
+                                                                  "run.backend: ray (and of run.topology: decoupled)")
+    decoupled: DecoupledConfig = Field(default_factory=DecoupledConfig,
+                                       description="DART's decoupled services (run.topology: decoupled)")
 
     @model_validator(mode="after")
     def _cross(self) -> "TrainConfig":
-        if self.run.backend != "ray" and self.ray != RayConfig():  # would silently do nothing (defaults: a dump)
+        if self.run.backend != "ray" and self.run.topology != "decoupled" and self.ray != RayConfig():
+            # would silently do nothing (defaults: a dump)
             changed = [k for k in RayConfig.model_fields if getattr(self.ray, k) != getattr(RayConfig(), k)]
             raise ValueError(f"ray: {', '.join(changed)} set but run.backend is {self.run.backend!r}; set "
                              f"run.backend: ray or drop the ray section")
+        if self.run.topology != "decoupled" and self.decoupled != DecoupledConfig():
+            changed = [k for k in DecoupledConfig.model_fields
+                       if getattr(self.decoupled, k) != getattr(DecoupledConfig(), k)]
+            raise ValueError(f"decoupled: {', '.join(changed)} set but run.topology is 'coupled'; set "
+                             f"run.topology: decoupled or drop the decoupled section")
         if self.run.tensorboard and not self.log.tensorboard:  # the older key still works
             self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:

@@ -414,7 +414,29 @@ class Trainer:
                                 max_new_tokens=cfg.rollout.max_new_tokens,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 seed=seed, max_lost_retries=cfg.rollout.max_lost_retries, run_id=self.run_id,
-                                put_image=self.store.put_image if self.store is not None else None)
+                                put_image=self.store.put_image if self.store is not None else None,
+                                task_specs=self.task_specs())
+
+    def task_specs(self) -> dict[str, dict[str, Any]]:
+        """{task_id: spec} of the tasks added during the run whose spec names a ``root`` task: the
+        env builds them from the spec (``GUIEnv.task_from_spec``), as its suite does not list them."""
+        if self.store is None or not self.run_id:
+            return {}
+        return {r["task_id"]: {"parent": r["parent"], **r["spec"]} for r in self.store.added_tasks(self.run_id)
+                if (r["spec"] or {}).get("root")}
+
+    def tag_generated(self, trajs: Sequence[Any], specs: dict[str, dict[str, Any]]) -> None:
+        """Mark trajectories of spec'd (generated) tasks with their provenance and
+        ``reward_source``: ``verifier`` when the root's verifier scores them, else ``orm`` when
+        the recipe's reward shapers include ``webrl_orm`` (it rewards them), else ``none``."""
+        orm = any(name == "webrl_orm" for name, _ in self.reward_shaper.members)
+        for t in trajs:
+            spec = specs.get(t.task_id)
+            if spec is None:
+                continue
+            verified = bool(spec.get("has_verifier", spec.get("verifier_survives", False)))
+            t.info = {**t.info, "reward_source": "verifier" if verified else ("orm" if orm else "none"),
+                      "task_provenance": {k: spec.get(k) for k in ("parent", "root", "generator", "phase")}}
 
     @property
     def sharded(self) -> bool:
@@ -513,6 +535,7 @@ class Trainer:
                 t.run_id = self.run_id
                 t.info = {**t.info, "iteration": iteration}
                 trajs.append(t)
+        self.tag_generated(trajs, scheduler.task_specs)
         self.store.add_trajectories(self.run_id, trajs)
         _fault("after_store", iteration)
         return groups, False
@@ -716,6 +739,10 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
     summary (start iteration, last metrics, and before/after evaluation with the z-test when
     ``eval.enabled``)."""
     cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
+    if cfg.run.topology == "decoupled":  # DART's four services on Ray (guigym.train.decoupled)
+        from guigym.train.decoupled import run_decoupled
+
+        return run_decoupled(cfg, resume=resume, log=log)
     return Trainer(cfg, resume=resume, log=log).run()
 
 

@@ -176,6 +176,8 @@ def sites() -> Iterator[tuple[_Site, _Site, str]]:
         "/to-other": (302, {"Location": f"{other.origin}/secret"}, ""),
         "/to-file": (302, {"Location": "file:///etc/passwd"}, ""),
         "/loop": (200, {}, '<button onclick="while (true) {}">loop</button>'),
+        # a page of the task's site that loads a script from elsewhere (a CDN with a local fallback)
+        "/cdn": (200, {}, f'<script src="{other.origin}/secret.js"></script><p id="ok">page shown</p>'),
     })
     yield task, other, secret
     task.close()
@@ -225,6 +227,16 @@ def test_clicks_that_lead_off_the_task_site_are_blocked(sites, ctl, role, name, 
     assert obs.url.startswith(task.origin) or obs.url in ("about:blank", "chrome-error://chromewebdata/"), obs.url
     if not request_may_leave:
         assert len(other.httpd.hits) == hits, "no request reached the other site"
+
+
+def test_a_sites_own_off_site_subresource_is_refused_without_blaming_the_agent(sites, ctl):
+    """The request is blocked as any other, but it is the page's, not the agent's action: going to
+    the page succeeds (no action_error, which would tell the agent its goto failed)."""
+    task, other, _ = sites
+    hits = len(other.httpd.hits)
+    assert _act(ctl, A.Goto(url=task.origin + "/cdn")) is None
+    assert "page shown" in ctl.observe().a11y
+    assert len(other.httpd.hits) == hits, "the off-site script was requested"
 
 
 def test_goto_an_allowed_url_that_redirects_off_site_is_refused(sites, ctl):

@@ -144,7 +144,10 @@ class _Episode:
     async def abort(self, route: Any) -> None:
         """Route handler for every request the policy refuses (the route's regex matched it)."""
         url = route.request.url
-        if len(self.blocked) < 100:  # a page firing requests in a loop must not grow this forever
+        # only navigations are the agent's doing; a page's own script/font/image from elsewhere
+        # (e.g. a CDN with a local fallback) is refused without blaming the agent's action
+        navigation = route.request.is_navigation_request()
+        if navigation and len(self.blocked) < 100:  # a page firing requests in a loop must not grow this forever
             self.blocked.append(f"{url[:200]}: {self.policy.refusal(url) or 'not allowed'}")
         # "aborted" (net::ERR_ABORTED) cancels a navigation like the Stop button: the page that
         # started it stays, instead of an error page replacing the task

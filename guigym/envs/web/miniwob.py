@@ -313,7 +313,9 @@ class MiniWoBEnv(GUIEnv):
         utterance = ready["utterance"]
         if isinstance(utterance, dict):  # a few tasks return {utterance, fields}
             utterance = utterance.get("utterance", "")
-        self._instruction = str(utterance)[:4096]
+        # a spec'd task whose generator wrote a new instruction (task_from_spec) shows that
+        # instruction; the suite's own tasks have none and show the page's utterance
+        self._instruction = str(task.instruction or utterance)[:4096]
         self._wob = {"present": True, "done": False, "raw": 0.0, "reason": None}
 
     def _after_reset(self) -> None:

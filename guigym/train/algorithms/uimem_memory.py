@@ -11,7 +11,8 @@ Three kinds of :class:`MemoryEntry`, all parameterised templates with ``{{slot}}
 
 Plans and skills are ranked by UCB, eq. 1 (:func:`ucb_scores`), failure patterns by recency,
 ``1 / (1 + lambda dt)`` (appendix E, :func:`recency`). Entries are de-duplicated by a bag-of-words
-cosine (:func:`similarity`; the paper uses sentence embeddings) and created with N_succ = 1,
+cosine (:func:`similarity`) or, as the paper, sentence embeddings (``ExperienceMemory.sim``,
+uimem_embed.py: ``retriever: minilm``) and created with N_succ = 1,
 N_used = 0 (sec. 3.4). :class:`ExperienceMemory` also holds the per-task EMA of success (appendix G,
 algorithm 2, phase 1) that drives the dropout curriculum. It is JSON: ``to_dict`` / ``from_dict``
 for checkpoints, :meth:`ExperienceMemory.save` writes a file atomically (temp file + rename).
@@ -195,6 +196,17 @@ class ExperienceMemory:
         self.ema: dict[str, float] = {}
         self.version = 0
         self.absorbed = -1
+        #: similarity backend for template matching and de-duplication (uimem_embed: ``bow`` when
+        #: None, or ``minilm`` sentence embeddings); not part of the saved state
+        self.sim: Any = None
+
+    def _sim(self, a: str, b: str) -> float:
+        return similarity(a, b) if self.sim is None else float(self.sim(a, b))
+
+    def _scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        if self.sim is None:
+            return [similarity(t, query) for t in texts]
+        return list(self.sim.scores(query, texts))
 
     # -- persistence
     def to_dict(self) -> dict[str, Any]:
@@ -268,7 +280,7 @@ class ExperienceMemory:
                 b = match(t, instruction)
                 if b is not None:
                     return t, b
-            scored = sorted(((similarity(t, instruction), t) for t in known), reverse=True)
+            scored = sorted(zip(self._scores(instruction, known), known), reverse=True)
             if scored and scored[0][0] >= min_similarity:
                 return scored[0][1], {}
         return "", {}
@@ -318,8 +330,9 @@ class ExperienceMemory:
         if kind == "workflow":  # algorithm 2, phase 3: exact workflow matching
             same = [e for e in self.of(kind, key) if e.steps == list(steps)]
         else:  # phase 2: semantic de-duplication
-            same = sorted((e for e in self.of(kind, key) if similarity(e.content, body) >= dedup),
-                          key=lambda e: -similarity(e.content, body))
+            cands = self.of(kind, key)
+            sims = dict(zip((e.entry_id for e in cands), self._scores(body, [e.content for e in cands])))
+            same = sorted((e for e in cands if sims[e.entry_id] >= dedup), key=lambda e: -sims[e.entry_id])
         if same:
             e = same[0]
             if kind != "failure" and e.entry_id not in set(credited):

@@ -37,8 +37,14 @@ from guigym.train.algorithms.estimators import (
     _members,
     episode_return,
 )
-from guigym.train.algorithms.registry import TASK_SOURCES
-from guigym.train.algorithms.webrl_orm import image_token_ids, load_causal_lm, minibatch_epochs
+from guigym.train.algorithms.registry import TASK_SAMPLERS, TASK_SOURCES
+from guigym.train.algorithms.webrl_orm import (
+    image_token_ids,
+    load_causal_lm,
+    minibatch_epochs,
+    orm_verdicts,
+    policy_checkpoint,
+)
 
 
 # ---- advantages: eq. 9 and GAE ----------------------------------------------------------------
@@ -216,7 +222,7 @@ def _run_dir(ctx: Any) -> Optional[Path]:
 
 def _critic_of(critic_dir: str, model_path: str, max_tokens: int, device: str, ctx: Any) -> tuple[Critic, Path]:
     d = Path(critic_dir) if critic_dir else (_run_dir(ctx) or Path("runs/webrl")) / "webrl_critic"
-    path = model_path or str(getattr(getattr(getattr(ctx, "config", None), "model", None), "path", "") or "")
+    path = model_path or policy_checkpoint(ctx)
     return shared_critic(str(d), path, max_tokens, device), d
 
 
@@ -503,7 +509,8 @@ class WebRLCurriculum(Plugin):
     # -- what the last phase did -----------------------------------------------------------
     def failed_tasks(self, ctx: Any, lo: int, hi: int) -> dict[str, Any]:
         """task_id -> one failed on-policy trajectory (or None) of tasks with no success in
-        iterations [lo, hi)."""
+        iterations [lo, hi) (a success: the verifier's, or the ORM's P(YES) > 0.5 recorded by
+        ``webrl_orm`` for tasks without a verifier)."""
         store, run = getattr(ctx, "store", None), getattr(ctx, "run_id", "")
         if store is None or not run:
             return {k: None for k, o in sorted(ctx.history.items()) if o.attempts and not o.successes}
@@ -512,7 +519,9 @@ class WebRLCurriculum(Plugin):
             it = t.info.get("iteration")
             if isinstance(it, int) and lo <= it < hi:
                 seen.setdefault(t.task_id, []).append(t)
-        return {k: v[0] for k, v in sorted(seen.items()) if not any(t.success for t in v)}
+        orm = orm_verdicts(store, run, range(lo, hi))  # tasks without a verifier: the ORM's judgement is their outcome
+        return {k: v[0] for k, v in sorted(seen.items())
+                if not any(t.success or orm.get(t.traj_id, 0.0) > 0.5 for t in v)}
 
     def seed_of(self, task_id: str, added: Mapping[str, Mapping[str, Any]], traj: Any) -> TaskSeed:
         if task_id in added:  # a generated task: its spec describes it
@@ -544,7 +553,10 @@ class WebRLCurriculum(Plugin):
         phase = it // self.phase_iterations
         failed = self.failed_tasks(ctx, it - self.phase_iterations, it)
         store, run = getattr(ctx, "store", None), getattr(ctx, "run_id", "")
-        added = {r["task_id"]: (r.get("spec") or {}) for r in store.added_tasks(run)} if store is not None and run else {}
+        # tasks added before this iteration only: a resumed run redoing it finds its own earlier
+        # output in the store, which must not dedupe (and so drop) the same candidates again
+        added = ({r["task_id"]: (r.get("spec") or {}) for r in store.added_tasks(run, max_iteration=it - 1)}
+                 if store is not None and run else {})
         known = {str(s.get("instruction", "")) for s in added.values()}
         critic = _critic_of(*self.critic_opts, ctx)[0] if self.use_critic else None
         rng = ctx.rng if getattr(ctx, "rng", None) is not None else random.Random(it)
@@ -591,3 +603,43 @@ class WebRLCurriculum(Plugin):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.last_phase = int(state.get("last_phase", 0))
+
+
+# ---- sampling the phase's new tasks -----------------------------------------------------------
+@TASK_SAMPLERS.register("webrl_phase")
+class WebRLPhaseSampler(Plugin):
+    """WebRL sec. 2.2: each phase interacts with the instructions its curriculum just generated.
+    Of the ``n`` groups of an iteration, ``round(new_share * n)`` are tasks added by the newest
+    phase of ``webrl_curriculum``, the rest from all tasks; before any task was generated all
+    ``n`` are from all tasks. Each part is drawn uniformly without replacement while its tasks
+    last, then with replacement. Draws use the iteration's ``ctx.rng``, so a resumed run samples
+    the same tasks (no state)."""
+
+    def __init__(self, new_share: float = 0.5, seed: int = 0) -> None:
+        if not 0 <= new_share <= 1:
+            raise ConfigError(f"webrl_phase.new_share must be in [0, 1], got {new_share!r}")
+        self.new_share, self.seed = float(new_share), int(seed)
+
+    def newest(self, ctx: Any, task_ids: Sequence[str]) -> list[str]:
+        store, run = getattr(ctx, "store", None), getattr(ctx, "run_id", "")
+        if store is None or not run:
+            return []
+        rows = [r for r in store.added_tasks(run) if r["source"] == "webrl_curriculum" and r["task_id"] in task_ids]
+        if not rows:
+            return []
+        last = max(int((r["spec"] or {}).get("phase", 0)) for r in rows)
+        return [r["task_id"] for r in rows if int((r["spec"] or {}).get("phase", 0)) == last]
+
+    def __call__(self, task_ids: Sequence[str], n: int, stats: Any = None, *, ctx: Any = None) -> list[str]:
+        ids = list(task_ids)
+        if not ids:
+            raise ConfigError("task sampler: the task list is empty")
+        rng = ctx.rng if getattr(ctx, "rng", None) is not None else random.Random(self.seed)
+        new = self.newest(ctx, ids)
+        k = round(self.new_share * n) if new else 0
+        return self._draw(new, k, rng) + self._draw(ids, n - k, rng)
+
+    @staticmethod
+    def _draw(ids: list[str], k: int, rng: random.Random) -> list[str]:
+        out = rng.sample(ids, min(k, len(ids))) if ids else []
+        return out + [ids[rng.randrange(len(ids))] for _ in range(k - len(out))]

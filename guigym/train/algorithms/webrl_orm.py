@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError
@@ -72,6 +73,16 @@ def image_token_ids(tok: Any) -> set[int]:
         if isinstance(i, int) and i >= 0 and i != tok.unk_token_id:
             out.add(i)
     return out
+
+
+def policy_checkpoint(ctx: Any) -> str:
+    """The run's initial policy directory: ``model.path``, else ``<run.dir>/init_model`` (the tiny
+    model ``Trainer.model_path`` builds); "" without a config."""
+    cfg = getattr(ctx, "config", None)
+    path = str(getattr(getattr(cfg, "model", None), "path", "") or "")
+    if not path and getattr(getattr(cfg, "run", None), "dir", None):
+        path = str(Path(cfg.run.dir) / "init_model")
+    return path
 
 
 # ---- examples ---------------------------------------------------------------------------------
@@ -294,7 +305,10 @@ class ORMRewardShaper(Plugin):
     ``spec.has_verifier: false``, or a last step recording ``verifier: null``) or for all
     (``apply_to: all``); the trajectory's ``info`` gets ``reward_source: orm`` and ``orm_p_yes``.
     Others keep their reward (``reward_source: verifier``). ``model_path``: the trained ORM
-    (:func:`train_orm`); ``state_budget`` tokens of final-state text."""
+    (:func:`train_orm`); ``policy`` judges with the run's initial policy checkpoint (``model.path``,
+    or the tiny model the run built: only to exercise the pipeline on CPU). ``state_budget``
+    tokens of final-state text: the trajectory's ``info["final_state"]`` (the rollout scheduler
+    stores the last observation's a11y/HTML text there), else the last step's prompt."""
 
     def __init__(self, model_path: str = "", apply_to: str = "unverified", tasks: Sequence[str] = (),
                  state_budget: int = 1024, max_actions: int = 20, device: str = "cpu") -> None:
@@ -307,9 +321,14 @@ class ORMRewardShaper(Plugin):
         self.device = device
         self.orm: Optional[OutcomeRewardModel] = None
 
-    def judge_model(self) -> OutcomeRewardModel:
+    def judge_model(self, ctx: Any = None) -> OutcomeRewardModel:
         if self.orm is None:
-            self.orm = shared_orm(self.model_path, self.device, **self.kw)
+            path = self.model_path
+            if path == "policy":
+                path = policy_checkpoint(ctx)
+                if not path:
+                    raise ConfigError("webrl_orm.model_path 'policy' needs the run's config (model.path or run.dir)")
+            self.orm = shared_orm(path, self.device, **self.kw)
         return self.orm
 
     def _unverified(self, ctx: Any) -> set[str]:
@@ -329,11 +348,36 @@ class ORMRewardShaper(Plugin):
             t.info.setdefault("reward_source", "verifier")
         if not todo:
             return base
-        orm = self.judge_model()
+        orm = self.judge_model(ctx)
         ps = orm.p_yes([example_from_trajectory(group.trajectories[i], orm.decode) for i in todo])
         for i, p in zip(todo, ps):
             t = group.trajectories[i]
             t.info["reward_source"], t.info["orm_p_yes"] = "orm", round(p, 6)
             base[i] = 1.0 if p > 0.5 else 0.0
+        record_verdicts(ctx, {group.trajectories[i].traj_id: round(p, 6) for i, p in zip(todo, ps)})
         return base
+
+
+def _verdicts_key(iteration: int) -> str:
+    return f"webrl_orm/verdicts/{int(iteration)}"
+
+
+def record_verdicts(ctx: Any, p_yes: dict[str, float]) -> None:
+    """Keep the ORM's P(YES) per trajectory in the run's DataStore state, one dict per iteration
+    (the trajectories were stored before shaping): the curriculum counts an ORM-judged success as
+    a success. A rerun of the same iteration after a crash writes the same values."""
+    store, run = getattr(ctx, "store", None), getattr(ctx, "run_id", "")
+    if store is None or not run or not p_yes:
+        return
+    key = _verdicts_key(getattr(ctx, "iteration", 0) or 0)
+    store.set_state(run, key, {**(store.get_state(run, key) or {}), **p_yes})
+
+
+def orm_verdicts(store: Any, run_id: str, iterations: Iterable[int]) -> dict[str, float]:
+    """traj_id -> the ORM's P(YES) recorded by :func:`record_verdicts` in ``iterations``."""
+    out: dict[str, float] = {}
+    if store is not None and run_id:
+        for it in iterations:
+            out.update(store.get_state(run_id, _verdicts_key(it)) or {})
+    return out
 

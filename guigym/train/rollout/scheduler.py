@@ -64,6 +64,20 @@ from guigym.train.rollout.prompts import EpisodePrompts, Prompt, PromptBuilder
 
 #: env info keys copied into Step.info (when JSON-serialisable)
 STEP_INFO_KEYS = ("step", "action_error", "success", "score", "verifier", "a11y_truncated")
+#: observation keys whose text is the final state (first present, non-empty one wins)
+FINAL_STATE_KEYS = ("a11y", "html", "terminal")
+
+
+def final_state_text(obs: Any, max_chars: int) -> str:
+    """The text of the last observation (a11y tree, else HTML, else terminal), its first
+    ``max_chars`` characters: what an outcome judge reads as the page the agent stopped on."""
+    if not isinstance(obs, dict) or max_chars <= 0:
+        return ""
+    for k in FINAL_STATE_KEYS:
+        v = obs.get(k)
+        if isinstance(v, str) and v:
+            return v[:max_chars]
+    return ""
 
 
 @dataclass
@@ -148,12 +162,17 @@ class RolloutScheduler:
         run_id: copied into every trajectory.
         put_image: stores a screenshot and returns its ref (e.g. ``DataStore.put_blob``); default:
             kept in memory in :attr:`images` under ``mem:<n>`` refs.
+        task_specs: {task_id: spec} of tasks the env builds from a stored spec (curriculum-
+            generated ones): their resets pass ``options["task_spec"]`` (``GUIEnv.task_from_spec``).
+        final_state_chars: each trajectory keeps the text of its last observation, cut to this
+            many characters, in ``info["final_state"]`` (0 = not kept); outcome judges read it.
     """
 
     def __init__(self, pool: Any, service: Any, prompt_builder: PromptBuilder, mode: str = "rollout",
                  group_size: int = 8, max_steps: Union[int, dict[str, int], None] = None, max_new_tokens: int = 32,
                  temperature: float = 1.0, seed: int = 0, max_lost_retries: int = 3, run_id: str = "",
-                 put_image: Optional[Callable[[np.ndarray], str]] = None) -> None:
+                 put_image: Optional[Callable[[np.ndarray], str]] = None,
+                 task_specs: Optional[dict[str, dict[str, Any]]] = None, final_state_chars: int = 8000) -> None:
         if mode not in ("rollout", "sync"):
             raise ValueError(f"mode must be 'rollout' or 'sync', got {mode!r}")
         if group_size < 1:
@@ -172,6 +191,8 @@ class RolloutScheduler:
         self.max_lost_retries = int(max_lost_retries)
         self.run_id = run_id
         self.put_image = put_image
+        self.task_specs = dict(task_specs or {})
+        self.final_state_chars = int(final_state_chars)
         self.images: dict[str, np.ndarray] = {}
         self.rng = np.random.default_rng(seed)
         self.last_stats = RolloutStats()
@@ -267,6 +288,8 @@ class RolloutScheduler:
 
         def send_reset(i: int, run: _Run) -> None:
             options: dict[str, Any] = {"task": run.job.task_id}
+            if run.job.task_id in self.task_specs:
+                options["task_spec"] = self.task_specs[run.job.task_id]
             if run.max_steps is not None:
                 options["max_steps"] = run.max_steps
             sent_at[i] = time.monotonic()
@@ -338,7 +361,8 @@ class RolloutScheduler:
             sent_at[i] = time.monotonic()
             pool.step_async(i, res.text)
 
-        def finish(i: int, reward: float, success: bool, terminated: bool, truncated: bool, cut: bool) -> None:
+        def finish(i: int, reward: float, success: bool, terminated: bool, truncated: bool, cut: bool,
+                   obs: Any = None) -> None:
             run = slots[i]
             job = run.job
             traj = Trajectory(traj_id=run.traj_id, run_id=self.run_id, task_id=job.task_id, seed=job.seed,
@@ -353,6 +377,9 @@ class RolloutScheduler:
                 traj.info["instruction"] = str(instruction)[:4096]
             if job.guidance is not None:
                 traj.info["guidance"] = job.guidance.to_dict()
+            state = final_state_text(obs, self.final_state_chars)
+            if state:
+                traj.info["final_state"] = state
             done[job.group].append(traj)
             stats.trajectories += 1
             release(i)
@@ -417,9 +444,9 @@ class RolloutScheduler:
             if (terminated or truncated) and info.get("unscorable"):
                 unscorable(i)
             elif terminated or truncated:
-                finish(i, reward, bool(info.get("success", False)), bool(terminated), bool(truncated), False)
+                finish(i, reward, bool(info.get("success", False)), bool(terminated), bool(truncated), False, obs)
             elif not run.env_honours_max_steps and len(run.steps) >= run.max_steps:
-                finish(i, reward, False, False, True, True)
+                finish(i, reward, False, False, True, True, obs)
             else:
                 ask(i, obs)
 

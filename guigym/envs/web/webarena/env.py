@@ -17,7 +17,10 @@ One episode = one task config (``test.raw.json`` format, tasks.py), in a FRESH b
 * ``step``: WebArena's id-based dialect by default (``click [id]``, ``type [id] [text] [1]``,
   ``scroll [down]`` = one window height, ``new_tab``, ``tab_focus [i]``, ``close_tab``,
   ``goto``, ``go_back``, ``go_forward``, ``press``, ``hover``, ``stop [answer]``). Element ids are
-  those of the last observation of the active tab (observation.py).
+  those of the last observation of the active tab (observation.py). ``click`` on an option of a
+  closed native drop-down chooses it (WebArena's click has no box to hit there). The next
+  observation waits for a navigation the action started to load and for finite CSS transitions
+  to end (``STILL_CAP_MS``), so a pane a tab's fade reveals is in it.
 * Observation: ``screenshot`` uint8 (H, W, 3) of the viewport, ``a11y`` = WebArena's tree text
   with its tab header (or BrowserGym's ``[bid]`` variant, ``a11y_style="browsergym"``),
   ``instruction`` = the intent, ``url``; ``som`` (set-of-marks copy of the screenshot) when
@@ -49,7 +52,7 @@ from guigym.envs.web.controller import WebController, WebControllerConfig
 from guigym.envs.web.url_policy import UrlPolicy, origin_of
 from guigym.envs.web.webarena import tasks as T
 from guigym.envs.web.webarena.login import WEBARENA_ACCOUNTS, WEBARENA_LOGINS, LoginManager, LoginRecipe
-from guigym.envs.web.webarena.observation import AXTreeObserver, draw_marks
+from guigym.envs.web.webarena.observation import AXTreeObserver, draw_marks, wait_until_still
 from guigym.envs.web.webarena.sites import EMBEDDED, available, site_urls, spec, start_sites
 
 VIEWPORT = (1280, 720)  # WebArena's run.py --viewport_width/--viewport_height
@@ -67,6 +70,8 @@ class EpisodeEvaluator(Protocol):
 
 #: how long after an action a navigation it caused may take to show up as a request
 NAV_GRACE_S = 0.05
+#: longest wait for a page's CSS transitions to end before it is observed anyway
+STILL_CAP_MS = 1000.0
 
 
 class NavTracker:
@@ -339,6 +344,15 @@ class WebArenaEnv(GUIEnv):
             opts["permissions"] = ["geolocation"]
         return opts
 
+    def _specialise(self, task: Task, spec: Mapping[str, Any]) -> Task:
+        """A spec'd task's WebArena config: the root's, with ``intent`` the new instruction and
+        ``instantiation_dict`` the new params (start URL, sites and login stay the root's)."""
+        cfg = dict(self.config_of(task))
+        cfg["intent"] = task.instruction
+        if spec.get("params"):
+            cfg["instantiation_dict"] = dict(spec["params"])
+        return task.model_copy(update={"extra": {**task.extra, "webarena_config": cfg}})
+
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
         if self.embedded_sites:
@@ -392,8 +406,26 @@ class WebArenaEnv(GUIEnv):
                 and action.element is None and action.dx == 0 and action.dy != 0):
             # WebArena's scroll [down|up] moves one window height (browser_env/actions.py)
             action = A.Scroll(dy=self.viewport[1] if action.dy > 0 else -self.viewport[1])
-        self.controller.execute(action)
+        if not (isinstance(action, A.Click) and action.element is not None and self._choose_option(action.element)):
+            self.controller.execute(action)
         self._settle()
+
+    def _choose_option(self, element: str) -> bool:
+        """A click on an option of a closed drop-down chooses it (observation.py ``_CHOOSE_FN``);
+        False when ``element`` is not one, to be clicked as usual."""
+        ctl = self.controller
+        if self.observer.role(ctl.page, element) != "option":
+            return False
+
+        async def choose() -> bool:
+            ep = ctl.episode
+            page = await ctl._active_page()
+            cdp = ep.cdps.get(page)
+            if cdp is None:
+                cdp = ep.cdps[page] = await ep.context.new_cdp_session(page)
+            return await self.observer.choose_option(page, cdp, element)
+
+        return ctl.runtime.run(choose(), ctl.config.call_timeout_s, "choosing an option")
 
     def _settle(self, grace_s: float = NAV_GRACE_S) -> None:
         """Wait until a navigation the action started (a clicked link, a form sent with Enter) has
@@ -415,6 +447,11 @@ class WebArenaEnv(GUIEnv):
                 try:  # a document that committed but has not loaded yet
                     await page.wait_for_load_state("load", timeout=max(0.1, deadline - time.monotonic()) * 1000)
                 except Exception:  # noqa: BLE001 - slow or gone: observe what is there
+                    if not self.controller.runtime.alive:
+                        raise
+                try:  # and still: what a click revealed behind a CSS transition (a tab's fade) is shown
+                    await wait_until_still(page, STILL_CAP_MS)
+                except Exception:  # noqa: BLE001 - a page that went away: observe what is there
                     if not self.controller.runtime.alive:
                         raise
 

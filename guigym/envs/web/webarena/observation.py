@@ -271,6 +271,61 @@ _CENTER_FN = """function () {
 }"""
 
 
+#: Resolves when no finite CSS transition or animation runs in the document (a Bootstrap tab's
+#: fade swaps the panes only when the old one has faded out), or after ``capMs``. Infinite ones
+#: (spinners) never end and are not waited for. Returns whether the page became still.
+_STILL_FN = """async (capMs) => {
+  const busy = () => document.getAnimations().some((a) => {
+    if (a.playState !== 'running' || !a.effect) return false;
+    return Number.isFinite(a.effect.getComputedTiming().endTime);
+  });
+  if (!busy()) return true;
+  const t0 = performance.now();
+  // a frame, or 50 ms where frames are throttled
+  const frame = () => new Promise((r) => { requestAnimationFrame(() => r()); setTimeout(r, 50); });
+  let quiet = 0;
+  while (performance.now() - t0 < capMs) {
+    await frame();
+    // two quiet frames: a transition's end handler may start the next one (the new pane's fade-in)
+    if (busy()) quiet = 0; else if (++quiet >= 2) return true;
+  }
+  return false;
+}"""
+
+#: WebArena has no select action: its agents ``type`` into a combobox (the select's own type-ahead,
+#: Enter closes it) or ``click`` an option, which a closed drop-down does not lay out. A click on
+#: such an option chooses it, as opening the drop-down and clicking the option would. Returns
+#: "chosen", "disabled", or "other" (not an option of a drop-down: click it like anything else).
+_CHOOSE_FN = """function () {
+  const sel = this.nodeType === 1 && this.tagName === 'OPTION' ? this.closest('select') : null;
+  if (!sel || sel.multiple || sel.size > 1) return 'other';
+  if (this.disabled || sel.disabled || (this.parentElement && this.parentElement.disabled)) return 'disabled';
+  sel.focus();
+  if (!this.selected) {
+    this.selected = true;
+    sel.dispatchEvent(new Event('input', {bubbles: true}));
+    sel.dispatchEvent(new Event('change', {bubbles: true}));
+  }
+  return 'chosen';
+}"""
+
+
+async def wait_until_still(page: Any, cap_ms: float = 1000.0) -> bool:
+    """Wait (at most ``cap_ms``) until the page's finite CSS transitions and animations have
+    ended, so that a tree and screenshot taken next show what the user sees once the page is
+    still; True when it became still. A document that goes away meanwhile (a navigation) counts
+    as still: the caller waits for its load separately. A page that does not answer within a
+    second past the cap is left as it is (False)."""
+    try:
+        return bool(await asyncio.wait_for(page.evaluate(_STILL_FN, cap_ms), cap_ms / 1000 + 1.0))
+    except asyncio.TimeoutError:
+        return False
+    except Exception as exc:  # noqa: BLE001 - only a replaced document is expected here
+        if "context was destroyed" in str(exc) or "navigat" in str(exc) or "closed" in str(exc):
+            return True
+        raise
+
+
 class AXTreeObserver:
     """The controller's ``a11y_builder`` and ``element_center`` for WebArena-style ids.
 
@@ -289,6 +344,7 @@ class AXTreeObserver:
         self.style, self.node_cap, self.time_cap_ms = style, int(node_cap), float(time_cap_ms)
         self.viewport, self.viewport_only, self.som = tuple(viewport), bool(viewport_only), bool(som)
         self._ids: "weakref.WeakKeyDictionary[Any, dict[str, int]]" = weakref.WeakKeyDictionary()
+        self._roles: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()
 
     async def build(self, episode: Any, page: Any, cdp: Any) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -307,6 +363,7 @@ class AXTreeObserver:
                            time_cap_ms=self.time_cap_ms, bounds=bounds,
                            viewport_only=self.viewport if self.viewport_only else None)
         self._ids[page] = tree.ids
+        self._roles[page] = tree.roles
         active = tabs.index(page) if page in tabs else 0
         root = (ax.get("nodes") or [{}])[0]
         busy = any(p.get("name") == "busy" and _value(p.get("value")) not in (False, 0, "false", None)
@@ -341,6 +398,29 @@ class AXTreeObserver:
         if not (0 <= x < vw and 0 <= y < vh):
             raise ActionNotPossible(f"element [{element}] is outside the {vw}x{vh} screen")
         return x, y
+
+    def role(self, page: Any, element: str) -> Optional[str]:
+        """The role ``element`` had in the last observation of ``page`` (None: not in it)."""
+        return self._roles.get(page, {}).get(str(element))
+
+    async def choose_option(self, page: Any, cdp: Any, element: str) -> bool:
+        """Choose ``element`` when it is an ``option`` of a closed drop-down ``<select>`` (see
+        ``_CHOOSE_FN``); False when it is anything else (the caller clicks it)."""
+        if self.role(page, element) != "option":
+            return False
+        backend = self._ids.get(page, {}).get(str(element))
+        try:
+            obj = await cdp.send("DOM.resolveNode", {"backendNodeId": backend})
+            res = await cdp.send("Runtime.callFunctionOn", {"objectId": obj["object"]["objectId"],
+                                                            "functionDeclaration": _CHOOSE_FN, "returnByValue": True})
+        except Exception as exc:  # noqa: BLE001 - the node left the DOM since it was observed
+            if "No node with given id" in str(exc) or "Could not find node" in str(exc):
+                raise ActionNotPossible(f"element [{element}] is no longer on the page") from None
+            raise
+        outcome = res.get("result", {}).get("value")
+        if outcome == "disabled":
+            raise ActionNotPossible(f"option [{element}] is disabled")
+        return outcome == "chosen"
 
 
 async def _title(page: Any) -> str:

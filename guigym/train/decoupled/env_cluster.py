@@ -1,0 +1,191 @@
+"""Env Cluster (DART sec. 3.2; rollout-wise sampling, sec. 3.4): envs that keep pulling tasks
+and rolling them out.
+
+One actor owns ``m`` envs (``env.num_envs`` split over ``decoupled.num_env_clusters`` actors; Ray
+actors per env with ``run.backend: ray``, worker processes otherwise) and loops until stopped::
+
+    jobs   = data_manager.next_jobs(ceil(m / N))     # none while the buffer is full: wait
+    groups = RolloutScheduler.collect(jobs)          # rollout-wise: each env asks for its next
+                                                     #   action as soon as its observation is ready
+    data_manager.add_group(group_id, trajectories)   # stored, released to the trainer
+
+Actions come from the rollout service (whatever version each worker serves right now; each step
+records it in ``Step.policy_version``). The cluster never waits for the trainer; it only stops
+taking jobs under the data manager's back-pressure. Within one ``collect`` the envs are
+rollout-wise; between two collects of the same cluster there is a short barrier (several clusters
+hide it from each other).
+
+Event rows: ``reset``/``step`` per env call (worker ``env<cluster>/<index>``), from the call to
+the moment the scheduler saw its result.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Optional
+
+from guigym.train.decoupled.events import EventLog
+
+
+class _LoggedPool:
+    """An env pool whose reset/step calls become event rows (everything else is delegated)."""
+
+    def __init__(self, pool: Any, log: EventLog, prefix: str) -> None:
+        self._pool = pool
+        self._log = log
+        self._prefix = prefix
+        self._sent: dict[int, tuple[str, float]] = {}
+
+    def reset_async(self, i: int, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> None:
+        self._sent[i] = ("reset", time.time())
+        self._pool.reset_async(i, seed=seed, options=options)
+
+    def step_async(self, i: int, action: Any) -> None:
+        self._sent[i] = ("step", time.time())
+        self._pool.step_async(i, action)
+
+    def wait(self, timeout: Optional[float] = None) -> list[Any]:
+        out = self._pool.wait(timeout=timeout)
+        now = time.time()
+        for res in out:
+            kind, t0 = self._sent.pop(res.index, (res.kind, now))
+            self._log.add(kind, f"{self._prefix}/{res.index}", t0, now, lost=bool(res.lost))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+class PromptCodec:
+    """What the PromptBuilder needs from a policy (``tokenizer``, ``encode``, ``encode_chat``)
+    without its weights: an env node never holds the model. The encoding methods are
+    :class:`~guigym.train.policy.hf_policy.HFPolicy`'s own, so the ids are the same."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+
+        from guigym.train.policy.hf_policy import HFPolicy
+
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.image_processor = AutoImageProcessor.from_pretrained(path)
+        self.image_token_id: int = AutoConfig.from_pretrained(path).image_token_id
+        self.merge = int(getattr(self.image_processor, "merge_size", 2))
+        for name in ("render", "encode", "encode_chat", "images_to_tensors"):
+            setattr(self, name, getattr(HFPolicy, name).__get__(self))
+
+
+class _ServiceClient:
+    """The PolicyService face of the rollout-service actor for the RolloutScheduler."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.version = 0
+
+    def submit(self, req: Any) -> "Future[Any]":
+        return self.handle.generate.remote(req).future()
+
+    def stats(self) -> dict[str, Any]:
+        return {}  # utilisation comes from the event log
+
+
+class EnvCluster:
+    """Runs inside a Ray actor (:func:`guigym.train.decoupled.launch`)."""
+
+    def __init__(self, index: int, cfg: dict[str, Any], model_dir: str, num_envs: int, data_manager: Any,
+                 rollout_service: Any, run_id: str, db_url: str, blob_root: Optional[str]) -> None:
+        from guigym.train.config import from_dict
+        from guigym.train.data.store import DataStore
+        from guigym.train.rollout.prompts import PromptBuilder
+        from guigym.train.rollout.scheduler import RolloutScheduler
+
+        c = from_dict(cfg)
+        if c.run.torch_threads:
+            import torch
+
+            torch.set_num_threads(c.run.torch_threads)
+        self.index = index
+        self.cfg = c
+        self.dm = data_manager
+        self.log = EventLog("env")
+        kwargs = dict(c.env.kwargs)
+        kwargs.setdefault("tasks", list(c.env.tasks))
+        if c.run.backend == "ray":
+            from guigym.envs.ray_backend import RayEnvPool
+
+            pool = RayEnvPool(c.env.id, num_envs, env_kwargs=kwargs, call_timeout_s=c.env.call_timeout_s,
+                              num_cpus=c.ray.num_cpus, resources=c.ray.resources)
+        else:
+            from guigym.envs.pool import EnvPool
+
+            pool = EnvPool(c.env.id, num_envs, env_kwargs=kwargs, call_timeout_s=c.env.call_timeout_s)
+        self.pool = _LoggedPool(pool, self.log, f"env{index}")
+        self.store = DataStore(db_url, blob_root)
+        r = c.rollout
+        policy = PromptCodec(model_dir)
+        extra = {"template": r.template} if r.template else {}
+        builder = PromptBuilder(policy, history_images=r.history_images, constrained=r.constrained, **extra,
+                                mode="multiturn" if c.algorithm.sample_builder == "multiturn" else "stepwise",
+                                actions=tuple(r.candidate_actions), roles=r.candidate_roles, grid=r.grid_candidates)
+        seed = int.from_bytes(f"{c.run.seed}/decoupled/env{index}".encode(), "little") % (2**31 - 1)
+        self.scheduler = RolloutScheduler(self.pool, _ServiceClient(rollout_service), builder, mode=r.mode,
+                                          group_size=r.num_generations, max_steps=c.env.max_steps,
+                                          max_new_tokens=r.max_new_tokens, temperature=r.temperature, seed=seed,
+                                          max_lost_retries=r.max_lost_retries, run_id=run_id,
+                                          put_image=self.store.put_image)
+        self.jobs_per_pull = max(1, math.ceil(num_envs / r.num_generations))
+        self.run_id = run_id
+        self._stop = threading.Event()
+        self._closed = False
+        self.groups_done = 0
+        self.totals = {"actions": 0, "trajectories": 0, "lost": 0, "unscorable": 0}
+
+    def run(self) -> dict[str, Any]:
+        """Roll out until :meth:`stop`; returns the totals. An error ends the loop and propagates."""
+        import ray
+
+        while not self._stop.is_set():
+            jobs = ray.get(self.dm.next_jobs.remote(self.jobs_per_pull))
+            if not jobs:
+                self._stop.wait(0.02)  # back-pressure: the trainer is behind
+                continue
+            try:
+                groups = self.scheduler.collect([j["task_id"] for j in jobs], seeds=[j["seed"] for j in jobs],
+                                                group_sizes=[j["n"] for j in jobs])
+            except BaseException:
+                for j in jobs:
+                    ray.get(self.dm.abandon.remote(j["group_id"]))
+                raise
+            s = self.scheduler.last_stats
+            for k in self.totals:
+                self.totals[k] += int(getattr(s, k))
+            by_task_seed = {}
+            for g in groups:  # collect() made its own group ids: map back to the jobs (same order)
+                by_task_seed.setdefault((g.task_id, g.trajectories[0].seed), []).append(g)
+            for j in jobs:
+                found = by_task_seed.get((j["task_id"], j["seed"]), [])
+                trajs = found.pop(0).trajectories if found else []
+                for t in trajs:
+                    t.group_id = j["group_id"]
+                    t.run_id = self.run_id
+                    t.info = {**t.info, "env_cluster": self.index}
+                ray.get(self.dm.add_group.remote(j["group_id"], trajs))
+                self.groups_done += 1
+        return dict(self.totals)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def events(self) -> list[dict[str, Any]]:
+        return self.log.rows()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for obj in (self.pool, self.store):
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - best effort on shutdown
+                pass
