@@ -23,9 +23,9 @@ WEBARENA_SITE_PKGS="fossil kiwix-tools libjs-leaflet"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 # GUIGYM_OSWORLD_APPS=1: also the apps OSWorld's own task domains open in the local desktop
 # (issue 17; ~265 packages, so opt-in and not in CI): Writer, Impress, GIMP, Thunderbird, VLC,
-# Nautilus, GNOME Terminal, Evince, wmctrl/xsel, a PulseAudio server + pactl, and the
+# Nautilus, GNOME Terminal, Evince, wmctrl/xsel, Totem (Ubuntu's default video player, as in OSWorld's VM), a PulseAudio server + pactl, and the
 # org.gnome.shell GSettings schema. VS Code is not a Debian package (guigym doctor says where to get it).
-OSWORLD_APP_PKGS="libreoffice-writer libreoffice-impress gimp thunderbird vlc nautilus gnome-terminal evince wmctrl xsel pulseaudio pulseaudio-utils gnome-shell-common"
+OSWORLD_APP_PKGS="libreoffice-writer libreoffice-impress gimp thunderbird vlc totem nautilus gnome-terminal evince wmctrl xsel pulseaudio pulseaudio-utils gnome-shell-common"
 if [ "${GUIGYM_OSWORLD_APPS:-0}" = "1" ]; then APT_PKGS="$APT_PKGS $OSWORLD_APP_PKGS"; fi
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

@@ -330,3 +330,20 @@ def test_write_gsettings_without_tools_keeps_defaults(tmp_path: Path, monkeypatc
     monkeypatch.setattr(H.shutil, "which", lambda name: None)
     assert H.write_gsettings(tmp_path) is False
     assert not (tmp_path / ".config" / "dconf" / "user").exists()
+
+
+def test_the_home_template_makes_totem_the_default_video_player_for_every_type_the_getter_asks(tmp_path):
+    """OSWorld's VM (Ubuntu GNOME) opens videos with Totem; a desktop where VLC is the only player
+    would have multi_apps/937087b6 ("set the default video player as VLC") solved by a no-op."""
+    import configparser
+
+    from guigym.envs.desktop.getters_system import VIDEO_SUBTYPES
+    from guigym.envs.desktop.providers.home import build_default_home
+
+    home = build_default_home(tmp_path / "home")
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.optionxform = str  # MIME types are case-sensitive keys
+    cp.read(home / ".config" / "mimeapps.list")
+    defaults = dict(cp["Default Applications"])
+    assert {f"video/{t}" for t in VIDEO_SUBTYPES} <= set(defaults)
+    assert set(defaults.values()) == {"org.gnome.Totem.desktop"}

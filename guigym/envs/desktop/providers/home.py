@@ -53,6 +53,20 @@ _USER_DIRS = "".join(
 # No animations: screenshots right after an action show the final state, not a frame of a fade.
 _GTK3_SETTINGS = "[Settings]\ngtk-enable-animations=false\n"
 
+#: video types OSWorld's default_video_player getter asks xdg-mime about (getters_system.py)
+_VIDEO_TYPES = ("3gp", "3gpp", "3gpp2", "avi", "divx", "dv", "fli", "flv", "mp2t", "mp4", "mp4v-es", "mpeg",
+                "mpeg-system", "msvideo", "ogg", "quicktime", "vnd.divx", "vnd.mpegurl", "vnd.rn-realvideo",
+                "webm", "x-anim", "x-avi", "x-flc", "x-fli", "x-flv", "x-m4v", "x-matroska", "x-mpeg",
+                "x-mpeg-system", "x-mpeg2", "x-ms-asf", "x-ms-asf-plugin", "x-ms-asx", "x-ms-wm", "x-ms-wmv",
+                "x-ms-wmx", "x-ms-wvx", "x-msvideo", "x-nsv", "x-ogm", "x-ogm+ogg", "x-theora", "x-theora+ogg")
+
+#: Ubuntu's GNOME default for videos is Totem (GNOME Videos, gnome-mimeapps.list), as in OSWorld's
+#: VM; without it the only installed player (often VLC) is the default and OSWorld's task
+#: multi_apps/937087b6 ("set the default video player as VLC") is solved before the agent acts.
+#: xdg-mime skips a default whose .desktop file is absent, so this matters where totem is installed
+#: (GUIGYM_OSWORLD_APPS=1 bash scripts/install.sh installs it with VLC).
+_MIMEAPPS = "[Default Applications]\n" + "".join(f"video/{t}=org.gnome.Totem.desktop\n" for t in _VIDEO_TYPES)
+
 
 #: (schema, key, GVariant value) the desktop starts with instead of GNOME's default (module doc)
 INITIAL_GSETTINGS: tuple[tuple[str, str, str], ...] = (
@@ -101,6 +115,7 @@ def build_default_home(dest: Union[str, Path]) -> Path:
         ".profile": _PROFILE,
         ".config/user-dirs.dirs": _USER_DIRS,
         ".config/gtk-3.0/settings.ini": _GTK3_SETTINGS,
+        ".config/mimeapps.list": _MIMEAPPS,
     }
     for rel, text in files.items():
         path = dest / rel
