@@ -379,18 +379,7 @@ class AXTreeObserver:
                          "fetch_ms": (t_fetch - t0) * 1000, "format_ms": (t1 - t_fetch) * 1000}}
 
     async def center(self, page: Any, cdp: Any, element: str) -> tuple[float, float]:
-        backend = self._ids.get(page, {}).get(str(element))
-        if backend is None:
-            raise ActionNotPossible(f"there is no element [{element}] in the current observation")
-        try:
-            obj = await cdp.send("DOM.resolveNode", {"backendNodeId": backend})
-            res = await cdp.send("Runtime.callFunctionOn", {"objectId": obj["object"]["objectId"],
-                                                            "functionDeclaration": _CENTER_FN, "returnByValue": True})
-        except Exception as exc:  # noqa: BLE001 - the node left the DOM since it was observed
-            if "No node with given id" in str(exc) or "Could not find node" in str(exc):
-                raise ActionNotPossible(f"element [{element}] is no longer on the page") from None
-            raise
-        r = res.get("result", {}).get("value")
+        r = await self._call_on(page, cdp, element, _CENTER_FN)
         if not r or r["w"] <= 0 or r["h"] <= 0:
             raise ActionNotPossible(f"element [{element}] is not visible")
         x, y = r["x"] + r["w"] / 2, r["y"] + r["h"] / 2
@@ -398,6 +387,23 @@ class AXTreeObserver:
         if not (0 <= x < vw and 0 <= y < vh):
             raise ActionNotPossible(f"element [{element}] is outside the {vw}x{vh} screen")
         return x, y
+
+    async def _call_on(self, page: Any, cdp: Any, element: str, function: str) -> Any:
+        """The value of ``function`` (JS, ``this`` = the DOM node) on the node observed as
+        ``element`` in ``page``; ActionNotPossible when it is not in the observation or has left
+        the DOM since."""
+        backend = self._ids.get(page, {}).get(str(element))
+        if backend is None:
+            raise ActionNotPossible(f"there is no element [{element}] in the current observation")
+        try:
+            obj = await cdp.send("DOM.resolveNode", {"backendNodeId": backend})
+            res = await cdp.send("Runtime.callFunctionOn", {"objectId": obj["object"]["objectId"],
+                                                            "functionDeclaration": function, "returnByValue": True})
+        except Exception as exc:  # noqa: BLE001 - the node left the DOM since it was observed
+            if "No node with given id" in str(exc) or "Could not find node" in str(exc):
+                raise ActionNotPossible(f"element [{element}] is no longer on the page") from None
+            raise
+        return res.get("result", {}).get("value")
 
     def role(self, page: Any, element: str) -> Optional[str]:
         """The role ``element`` had in the last observation of ``page`` (None: not in it)."""
@@ -408,16 +414,7 @@ class AXTreeObserver:
         ``_CHOOSE_FN``); False when it is anything else (the caller clicks it)."""
         if self.role(page, element) != "option":
             return False
-        backend = self._ids.get(page, {}).get(str(element))
-        try:
-            obj = await cdp.send("DOM.resolveNode", {"backendNodeId": backend})
-            res = await cdp.send("Runtime.callFunctionOn", {"objectId": obj["object"]["objectId"],
-                                                            "functionDeclaration": _CHOOSE_FN, "returnByValue": True})
-        except Exception as exc:  # noqa: BLE001 - the node left the DOM since it was observed
-            if "No node with given id" in str(exc) or "Could not find node" in str(exc):
-                raise ActionNotPossible(f"element [{element}] is no longer on the page") from None
-            raise
-        outcome = res.get("result", {}).get("value")
+        outcome = await self._call_on(page, cdp, element, _CHOOSE_FN)
         if outcome == "disabled":
             raise ActionNotPossible(f"option [{element}] is disabled")
         return outcome == "chosen"
