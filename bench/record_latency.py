@@ -34,10 +34,8 @@ say under what conditions they were taken.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -49,6 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import _machine  # noqa: E402
 
 MINIWOB_TASKS = ["click-test", "click-button", "click-menu", "enter-text", "login-user", "click-option",
                  "click-checkboxes", "search-engine", "click-collapsible-2", "book-flight"]
@@ -56,14 +55,9 @@ OSWORLD_APPS = ("terminal", "editor", "file_manager")
 
 
 def machine() -> dict[str, Any]:
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "host": platform.node(), "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "load_before": [round(x, 2) for x in os.getloadavg()]}
+    m = _machine.machine()
+    m["load_before"] = m.pop("load")
+    return m
 
 
 def histogram(samples: list[float], bins: int) -> dict[str, Any]:

@@ -49,10 +49,7 @@ a shared 2-core machine the numbers are noisy.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 import tempfile
 from collections import Counter
@@ -70,15 +67,7 @@ DEFAULT_TASKS = ["click-test", "click-button", "click-menu", "enter-text", "logi
                  "click-checkboxes", "search-engine", "click-checkboxes-large", "click-collapsible-2", "book-flight"]
 
 
-def machine() -> dict:
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "load": os.getloadavg()}
+from _machine import machine  # noqa: E402 - bench/ is on sys.path when run as a script
 
 
 def main(argv: list[str] | None = None) -> int:
