@@ -11,8 +11,18 @@ Unlike OSWorld the walk is bounded by a node cap and a time cap; when either sto
 gets ``truncated="nodes"`` / ``truncated="time"`` (and ``truncated="depth"``/``"width"`` for the
 depth and fan-out caps OSWorld also has; several reasons are joined with ``,``). Cheap prunes that
 keep the XML consistent with OSWorld's own filter (it keeps only showing+visible nodes when it
-linearises): the children of a node without ``showing`` are not walked (the node itself is kept
-whole), and a big table (Calc's sheet: ~10^9 cells) yields only its on-screen cells.
+linearises): the children of a node without ``showing`` are not walked, and the node itself
+carries only its name, role and states, plus ``val:`` values and ``image``/``selection`` flags
+for value widgets (a hidden scroll bar's position). A ``menu`` whose first and last items are
+not showing (a closed menu) is emitted without its items and gets ``truncated="hidden-items"``
+(LibreOffice's menu bar holds ~600 such items).
+
+A big table (Calc's sheet: ~10^9 cells, ~1000 on screen) yields only its on-screen cells that
+show ink on screen (:mod:`.cellgrid`: text, the cell cursor, a border) plus its selected cells; a
+cell that looks blank is left out. Such a table gets ``truncated="empty-cells"`` and
+``visible-range="A1:S47"`` (the names of its top-left and bottom-right on-screen cells), and the
+root's ``truncated`` lists ``empty-cells``. When the screen cannot be read, every on-screen cell
+is walked (at most MAX_WIDTH).
 
 A hung or overloaded application costs one libatspi timeout, not the whole time budget: once a
 call into an application times out, the rest of its subtree is skipped, its ``application`` node
@@ -27,6 +37,8 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from typing import Any, Optional
+
+from . import cellgrid
 
 #: OSWorld's namespace URIs for Ubuntu (``_accessibility_ns_map["ubuntu"]``)
 NS: dict[str, str] = {
@@ -63,6 +75,16 @@ SLOW_APP_RETRY_S = 10.0
 LARGE_CONTAINER = 256
 #: in a large non-table container, stop after this many non-showing children in a row past the showing ones
 _HIDDEN_RUN = 64
+#: True: walk as before issue 17 -- every on-screen cell of a big table, closed menus' items,
+#: every attribute of a non-showing node (bench/desktop_reset.py's before/after for Calc)
+EXHAUSTIVE = False
+#: roles whose value a non-showing node keeps (a hidden scroll bar's position); other non-showing
+#: nodes (LibreOffice's closed menus: ~400 items with a Value interface) carry no val:/image/selection
+_HIDDEN_VALUE_ROLES = frozenset({"scroll bar", "slider", "spin button", "progress bar", "level bar", "dial"})
+#: at most this many selected cells of a big table are added to the inked ones
+MAX_SELECTED_CELLS = 64
+#: applications whose extents are relative to their window frame, not their client area (cellgrid)
+_FRAME_RELATIVE_APPS = ("soffice",)
 
 _ST = "{%s}" % NS["st"]
 _ATTR = "{%s}" % NS["attr"]
@@ -145,6 +167,9 @@ class _Walk:
         self.reasons: list[str] = []
         #: set when a call into the application being walked timed out; cleared per application
         self.app_dead = False
+        #: name of the application being walked, and (name, box) of the frame being walked
+        self.app_name = ""
+        self.frame: Optional[tuple[str, tuple[int, int, int, int]]] = None
         self.pa = _atspi()
         self.state_names: dict[int, str] = {
             int(k): v.split("_", 1)[1].lower() for k, v in self.pa.StateType._enum_lookup.items()
@@ -206,24 +231,33 @@ class _Walk:
             except Exception:
                 pass
             states = self._states(acc, attrib)
-            self._attributes(acc, attrib)
+            # a non-showing node (a closed menu's item) is dropped by OSWorld's linearisation:
+            # keep what identifies it and its value (checkers read a hidden scroll bar's), no more
+            shown = states is None or "showing" in states or role == "application" or EXHAUSTIVE
+            if shown:
+                self._attributes(acc, attrib)
             try:
-                ifaces = set(self.call(acc.get_interfaces) or ())
+                if shown or role in _HIDDEN_VALUE_ROLES:
+                    ifaces = set(self.call(acc.get_interfaces) or ())
+            except _AppTimedOut:
+                raise
             except Exception:  # unknown: ask every interface, as pyatspi's query* would
                 ifaces = {"Component", "Text", "Image", "Selection", "Value", "Action", "Table"}
-            if "Component" in ifaces and "visible" in states and "showing" in states:
+            if "Component" in ifaces and states and "visible" in states and "showing" in states:
                 box = self._extents(acc, attrib)
-            if "Text" in ifaces:
+            if "Text" in ifaces and shown:
                 text = self._text(acc)
             for flag, iface in (("image", "Image"), ("selection", "Selection")):
                 if iface in ifaces:
                     attrib[flag] = "true"
             if "Value" in ifaces:
                 self._value(acc, attrib)
-            if "Action" in ifaces:
+            if "Action" in ifaces and shown:
                 self._actions(acc, attrib)
         except _AppTimedOut:
             pass
+        if depth == 1:
+            self.app_name = attrib.get("name", "")
         el = ET.Element(_tag(role), attrib)
         if text:
             el.text = _clean(text)
@@ -243,6 +277,12 @@ class _Walk:
             return el
         except Exception:
             n_children = 0
+        if role == "menu" and n_children > 0 and not EXHAUSTIVE and self._closed_menu(acc, n_children):
+            el.set("truncated", "hidden-items")
+            return el
+        outer_frame = self.frame
+        if role == "frame" and box is not None:
+            self.frame = (attrib.get("name", ""), box)
         try:
             if n_children > LARGE_CONTAINER:
                 self._large_children(acc, el, n_children, depth, box if "Table" in ifaces else None)
@@ -250,7 +290,23 @@ class _Walk:
                 self._children(acc, el, range(n_children), depth)
         except _AppTimedOut:
             pass
+        finally:
+            self.frame = outer_frame
         return el
+
+    def _closed_menu(self, acc: Any, n: int) -> bool:
+        """True when the first and last items of menu ``acc`` are not showing: a closed menu,
+        whose items OSWorld's linearisation drops (LibreOffice's menu bar: ~600 of them)."""
+        try:
+            for i in {0, n - 1}:
+                ch = self.call(acc.get_child_at_index, i)
+                if ch is None or self.call(ch.get_state_set).contains(self.pa.STATE_SHOWING):
+                    return False
+        except _AppTimedOut:
+            raise
+        except Exception:
+            return False
+        return True
 
     def _children(self, acc: Any, el: ET.Element, indices: Any, depth: int) -> None:
         for i in indices:
@@ -293,15 +349,16 @@ class _Walk:
                     return
 
     def _visible_cells(self, acc: Any, el: ET.Element, depth: int, box: tuple[int, int, int, int]) -> bool:
-        """Append the cells of table ``acc`` that lie on screen (row-major, at most MAX_WIDTH).
-        False when the table cannot say which cells those are."""
+        """Append the on-screen cells of table ``acc`` that show ink, then its selected cells
+        (row-major, at most MAX_WIDTH); every on-screen cell when the screen cannot be read.
+        False when the table cannot say which cells are on screen."""
         from gi.repository import Atspi  # noqa: PLC0415  (pyatspi already loaded it)
 
         x, y, w, h = box
         if w <= 2 or h <= 2:
             return False
         try:
-            corners = []
+            corners, names = [], []
             for px, py in ((x + 1, y + 1), (x + w - 2, y + h - 2)):
                 cell = self.call(Atspi.Component.get_accessible_at_point, acc, px, py, Atspi.CoordType.SCREEN)
                 if cell is None:
@@ -309,6 +366,7 @@ class _Walk:
                 idx = self.call(cell.get_index_in_parent)
                 corners.append((self.call(Atspi.Table.get_row_at_index, acc, idx),
                                 self.call(Atspi.Table.get_column_at_index, acc, idx)))
+                names.append(self.call(cell.get_name) or "")
         except _AppTimedOut:
             raise
         except Exception:
@@ -316,23 +374,80 @@ class _Walk:
         (r0, c0), (r1, c1) = corners
         if min(r0, c0, r1, c1) < 0 or r1 < r0 or c1 < c0:
             return False
-        if (r1 - r0 + 1) * (c1 - c0 + 1) > MAX_WIDTH:
+        if all(names):
+            el.set("visible-range", _clean("%s:%s" % tuple(names)))
+        inked = None if EXHAUSTIVE else self._inked(acc, r0, c0, r1, c1)
+        if inked is None:
+            picked = [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
+        else:
+            el.set("truncated", "empty-cells")
+            self.reason("empty-cells")
+            picked = sorted(inked | self._selected_cells(acc, r0, c0, r1, c1))
+        if len(picked) > MAX_WIDTH:
             self.reason("width")
-        walked = 0
-        for r in range(r0, r1 + 1):
-            for c in range(c0, c1 + 1):
-                if self._stop() or self.app_dead or walked >= MAX_WIDTH:
-                    return True
-                walked += 1
-                try:
-                    cell = self.call(Atspi.Table.get_accessible_at, acc, r, c)
-                except _AppTimedOut:
-                    raise
-                except Exception:
-                    continue
-                if cell is not None:
-                    el.append(self.node(cell, depth + 1))
+        for r, c in picked[:MAX_WIDTH]:
+            if self._stop() or self.app_dead:
+                return True
+            try:
+                cell = self.call(Atspi.Table.get_accessible_at, acc, r, c)
+            except _AppTimedOut:
+                raise
+            except Exception:
+                continue
+            if cell is not None:
+                el.append(self.node(cell, depth + 1))
         return True
+
+    def _inked(self, acc: Any, r0: int, c0: int, r1: int, c1: int) -> Optional[set[tuple[int, int]]]:
+        """``{(row, col)}`` of the on-screen cells whose box shows ink (see :mod:`.cellgrid`):
+        2 calls per visible row and column, one screen grab. None when the grid's geometry or
+        the screen cannot be read."""
+        from gi.repository import Atspi  # noqa: PLC0415
+
+        def span(r: int, c: int, vertical: bool) -> tuple[int, int]:
+            e = self.call(self.call(Atspi.Table.get_accessible_at, acc, r, c).get_extents, self.pa.XY_SCREEN)
+            return (e.y, e.height) if vertical else (e.x, e.width)
+
+        try:
+            cols = [span(r0, c, False) for c in range(c0, c1 + 1)]
+            rows = [span(r, c0, True) for r in range(r0, r1 + 1)]
+        except _AppTimedOut:
+            raise
+        except Exception:
+            return None
+        prior = (0, 0)
+        if self.app_name in _FRAME_RELATIVE_APPS and self.frame is not None:
+            prior = cellgrid.client_offset(self.frame[0], self.frame[1][:2])
+        try:
+            img = cellgrid.grab()
+        except Exception:  # no X display or no PIL here: walk every cell instead
+            return None
+        dx, dy = cellgrid.grid_shift(img, cols, rows, prior)
+        hits = cellgrid.inked_cells(img, -dx, -dy, cols, rows)
+        return {(r0 + j, c0 + i) for j, i in hits}
+
+    def _selected_cells(self, acc: Any, r0: int, c0: int, r1: int, c1: int) -> set[tuple[int, int]]:
+        """(row, col) of the table's selected cells inside the on-screen range (at most
+        MAX_SELECTED_CELLS asked); empty when the table has no Selection interface."""
+        from gi.repository import Atspi  # noqa: PLC0415
+
+        out: set[tuple[int, int]] = set()
+        try:
+            n = self.call(Atspi.Selection.get_n_selected_children, acc)
+            for i in range(min(n, MAX_SELECTED_CELLS)):
+                ch = self.call(Atspi.Selection.get_selected_child, acc, i)
+                if ch is None:
+                    continue
+                idx = self.call(ch.get_index_in_parent)
+                r = self.call(Atspi.Table.get_row_at_index, acc, idx)
+                c = self.call(Atspi.Table.get_column_at_index, acc, idx)
+                if r0 <= r <= r1 and c0 <= c <= c1:
+                    out.add((r, c))
+        except _AppTimedOut:
+            raise
+        except Exception:
+            pass
+        return out
 
     # ---- per-node attribute readers (each may raise _AppTimedOut) --------------------------------
     def _name(self, acc: Any, attrib: dict[str, str]) -> None:
@@ -393,6 +508,13 @@ class _Walk:
             return ""
 
     def _value(self, acc: Any, attrib: dict[str, str]) -> None:
+        props = self._bus_call(acc, "org.freedesktop.DBus.Properties", "GetAll", ("(s)", ("org.a11y.atspi.Value",)))
+        if props is not None:  # one round trip for the four values
+            for key, prop in (("value", "CurrentValue"), ("min", "MinimumValue"), ("max", "MaximumValue"),
+                              ("step", "MinimumIncrement")):
+                if prop in props[0]:
+                    attrib[_VAL + key] = str(float(props[0][prop]))
+            return
         for key, getter in (("value", acc.get_current_value), ("min", acc.get_minimum_value),
                             ("max", acc.get_maximum_value), ("step", acc.get_minimum_increment)):
             try:
@@ -403,6 +525,8 @@ class _Walk:
                 pass
 
     def _actions(self, acc: Any, attrib: dict[str, str]) -> None:
+        # item by item: the bus's Action.GetActions would be one call, but it returns localized
+        # names ("Click", not OSWorld's "click")
         try:
             n = self.call(acc.get_n_actions)
         except _AppTimedOut:
@@ -419,6 +543,54 @@ class _Walk:
                 raise
             except Exception:
                 pass
+
+    def _bus_call(self, acc: Any, iface: str, method: str, params: Optional[tuple[str, Any]]) -> Optional[tuple]:
+        """``method`` of ``acc`` straight over the AT-SPI bus (libatspi has no call that returns
+        all four values at once); None when that bus or the call is not available, so the caller
+        asks libatspi item by item. A timeout raises :class:`_AppTimedOut`."""
+        conn = _bus()
+        if conn is None:
+            return None
+        try:
+            from gi.repository import Gio, GLib  # noqa: PLC0415
+
+            bus_name, path = acc.app.bus_name, acc.path  # fields of the proxy: no call
+            args = GLib.Variant(*params) if params is not None else None
+            reply = self.call(conn.call_sync, bus_name, path, iface, method, args, None,
+                              Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None)
+            return reply.unpack()
+        except _AppTimedOut:
+            raise
+        except Exception:
+            return None
+
+
+_bus_conn: Any = None
+_bus_tried = False
+
+
+def _bus() -> Any:
+    """A Gio connection to the AT-SPI bus (``$AT_SPI_BUS_ADDRESS``, else asked of the session
+    bus's ``org.a11y.Bus``), or None. Opened once; used under the walk lock only."""
+    global _bus_conn, _bus_tried
+    if _bus_tried:
+        return _bus_conn
+    _bus_tried = True
+    try:
+        import os  # noqa: PLC0415
+
+        from gi.repository import Gio  # noqa: PLC0415
+
+        addr = os.environ.get("AT_SPI_BUS_ADDRESS")
+        if not addr:
+            session = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            addr = session.call_sync("org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress", None, None,
+                                     Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()[0]
+        flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+        _bus_conn = Gio.DBusConnection.new_for_address_sync(addr, flags, None, None)
+    except Exception:
+        _bus_conn = None
+    return _bus_conn
 
 
 def _app_pid(app: Any) -> int:
