@@ -117,9 +117,15 @@ class EnvConfig(_Section):
 
 # ---- rollout ----------------------------------------------------------------------------------
 class RolloutConfig(_Section):
-    engine: Literal["hf", "http"] = Field(
+    engine: Literal["hf", "http", "latency_model"] = Field(
         "hf", description="policy service: 'hf' = in-process batched HF engine (CPU/one GPU), 'http' = "
-                          "OpenAI-compatible servers (guigym serve / vllm serve) in `urls` (default hf)")
+                          "OpenAI-compatible servers (guigym serve / vllm serve) in `urls`, 'latency_model' = a "
+                          "stand-in that sleeps a stated 7B-VLM latency model per batch and replies with seeded "
+                          "LatencyModel-v0 clicks, for scale benchmarks (guigym.train.rollout.latency_engine; default hf)")
+    latency_model: dict[str, float] = Field(
+        default_factory=dict, description="engine=latency_model: rate_rps, floor_s, sync_s, time_scale, p_correct "
+                                          "and, for run.topology coupled, workers (modelled GPU workers of the one "
+                                          "engine; decoupled uses decoupled.num_policy_workers) (default {})")
     urls: list[str] = Field(default_factory=list, description="server base URLs for engine=http (least-loaded "
                                                                "routing, one-at-a-time weight refresh as in DART)")
     token_env: str = Field("GUIGYM_SERVE_TOKEN", description="environment variable holding the servers' bearer "

@@ -374,6 +374,11 @@ class Trainer:
 
             self.service = HFEngine(HFPolicy(self.model_dir, device=cfg.model.device, dtype=cfg.model.dtype),
                                     max_batch=cfg.rollout.max_batch, max_wait_ms=cfg.rollout.max_wait_ms, version=version)
+        elif cfg.rollout.engine == "latency_model":
+            from guigym.train.rollout.latency_engine import engine_from_config
+
+            self.service = engine_from_config(cfg, str(self.model_dir), int(cfg.rollout.latency_model.get("workers", 1)),
+                                              version=version)
         else:
             token = os.environ.get(cfg.rollout.token_env)
             if not token:
@@ -448,7 +453,7 @@ class Trainer:
         calls it: under FSDP the full weights are gathered from all shards first."""
         if self.rank != 0 and not self.sharded:
             return
-        if self.cfg.rollout.engine == "hf" and not self.learner.lora:
+        if self.cfg.rollout.engine in ("hf", "latency_model") and not self.learner.lora:
             state = self.learner.trainable_state()  # full tensors on rank 0 (clones; gathered under FSDP)
             if self.rank == 0 and self.service is not None:
                 self.service.update_weights(version, state_dict=state)

@@ -15,7 +15,9 @@ pool of policy workers behind one ``generate`` call.
   others keep serving the previous version; a worker that was behind by several versions loads
   only the newest. Every reply carries the ``policy_version`` of the worker that sampled it.
 
-Event rows: ``generate`` (per request: worker, version) and ``reload`` (per worker refresh).
+Event rows: ``generate`` (per request: worker, version) and ``reload`` (per worker refresh). With
+``rollout.engine: latency_model`` the engine logs each modelled batch as ``generate`` and the
+per-request rows are ``request``.
 """
 from __future__ import annotations
 
@@ -87,7 +89,9 @@ class WorkerPool:
             return res
         finally:
             self._release(w)
-            self.log.add("generate", w.name, t0, time.time(), version=version)
+            # an engine with its own log records whole batches as "generate"; per request is "request"
+            kind = "request" if getattr(w.engine, "log", None) is self.log else "generate"
+            self.log.add(kind, w.name, t0, time.time(), version=version)
 
     # ---- weights -------------------------------------------------------------------------------
     def update_weights(self, version: int, state_dict: Any = None, path: Optional[str] = None) -> None:
@@ -181,6 +185,10 @@ class RolloutService(WorkerPool):
             engines = [HFEngine(HFPolicy(model_dir, device=c.model.device, dtype=c.model.dtype), max_batch=r.max_batch,
                                 max_wait_ms=r.max_wait_ms, version=version)
                        for _ in range(c.decoupled.num_policy_workers)]
+        elif r.engine == "latency_model":
+            from guigym.train.rollout.latency_engine import engine_from_config
+
+            engines = [engine_from_config(c, model_dir, 1, version=version) for _ in range(c.decoupled.num_policy_workers)]
         else:
             import os
 
@@ -194,3 +202,6 @@ class RolloutService(WorkerPool):
             engines = [HTTPEngine([u], token=token, api=r.http_api, model=r.served_model, weight_sync=r.weight_sync,
                                   version=version) for u in r.urls]
         super().__init__(engines, c.decoupled.max_concurrent_weight_updates, version=version)
+        for w in self.workers:  # a modelled engine logs its batches and reloads in the pool's lanes
+            if hasattr(w.engine, "names"):
+                w.engine.log, w.engine.names, w.engine.log_reloads = self.log, [w.name], False

@@ -113,7 +113,7 @@ class DecoupledTrainer(Trainer):
         import shutil
 
         r = self.cfg.rollout
-        if r.engine == "hf" and not self.learner.lora:
+        if r.engine in ("hf", "latency_model") and not self.learner.lora:
             return {"state_dict": ray.put(self.learner.trainable_state())}
         path = self.dir / "policy_versions" / f"v{version:06d}"  # one per version: workers load it later
         if r.engine == "http" and (r.weight_sync == "lora" or (r.http_api == "vllm" and r.weight_sync is None)):
