@@ -11,9 +11,8 @@ Unlike OSWorld the walk is bounded by a node cap and a time cap; when either sto
 gets ``truncated="nodes"`` / ``truncated="time"`` (and ``truncated="depth"``/``"width"`` for the
 depth and fan-out caps OSWorld also has; several reasons are joined with ``,``). Cheap prunes that
 keep the XML consistent with OSWorld's own filter (it keeps only showing+visible nodes when it
-linearises): the children of a node without ``showing`` are not walked, and the node itself
-carries only its name, role and states, plus ``val:`` values and ``image``/``selection`` flags
-for value widgets (a hidden scroll bar's position). A ``menu`` whose first and last items are
+linearises): the children of a node without ``showing`` are not walked (the node itself is kept
+whole: pcmanfm's folder icons never say ``showing``). A ``menu`` whose first and last items are
 not showing (a closed menu) is emitted without its items and gets ``truncated="hidden-items"``
 (LibreOffice's menu bar holds ~600 such items).
 
@@ -75,12 +74,9 @@ SLOW_APP_RETRY_S = 10.0
 LARGE_CONTAINER = 256
 #: in a large non-table container, stop after this many non-showing children in a row past the showing ones
 _HIDDEN_RUN = 64
-#: True: walk as before issue 17 -- every on-screen cell of a big table, closed menus' items,
-#: every attribute of a non-showing node (bench/desktop_reset.py's before/after for Calc)
+#: True: walk as before issue 17 -- every on-screen cell of a big table and closed menus' items
+#: (bench/desktop_reset.py's before/after for Calc)
 EXHAUSTIVE = False
-#: roles whose value a non-showing node keeps (a hidden scroll bar's position); other non-showing
-#: nodes (LibreOffice's closed menus: ~400 items with a Value interface) carry no val:/image/selection
-_HIDDEN_VALUE_ROLES = frozenset({"scroll bar", "slider", "spin button", "progress bar", "level bar", "dial"})
 #: at most this many selected cells of a big table are added to the inked ones
 MAX_SELECTED_CELLS = 64
 #: applications whose extents are relative to their window frame, not their client area (cellgrid)
@@ -231,28 +227,27 @@ class _Walk:
             except Exception:
                 pass
             states = self._states(acc, attrib)
-            # a non-showing node (a closed menu's item) is dropped by OSWorld's linearisation:
-            # keep what identifies it and its value (checkers read a hidden scroll bar's), no more
-            shown = states is None or "showing" in states or role == "application" or EXHAUSTIVE
-            if shown:
-                self._attributes(acc, attrib)
+            # every node is read whole, showing or not: some toolkits never set ``showing`` on
+            # what is on screen (pcmanfm's folder icons), and their text is what agents and the
+            # suite's references look for. (Closed menus' items, the bulk of LibreOffice's hidden
+            # nodes, are not walked at all: see _closed_menu.)
+            self._attributes(acc, attrib)
             try:
-                if shown or role in _HIDDEN_VALUE_ROLES:
-                    ifaces = set(self.call(acc.get_interfaces) or ())
+                ifaces = set(self.call(acc.get_interfaces) or ())
             except _AppTimedOut:
                 raise
             except Exception:  # unknown: ask every interface, as pyatspi's query* would
                 ifaces = {"Component", "Text", "Image", "Selection", "Value", "Action", "Table"}
             if "Component" in ifaces and states and "visible" in states and "showing" in states:
                 box = self._extents(acc, attrib)
-            if "Text" in ifaces and shown:
+            if "Text" in ifaces:
                 text = self._text(acc)
             for flag, iface in (("image", "Image"), ("selection", "Selection")):
                 if iface in ifaces:
                     attrib[flag] = "true"
             if "Value" in ifaces:
                 self._value(acc, attrib)
-            if "Action" in ifaces and shown:
+            if "Action" in ifaces:
                 self._actions(acc, attrib)
         except _AppTimedOut:
             pass
