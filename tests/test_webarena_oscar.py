@@ -5,6 +5,7 @@ swaps the seed database under the running servers and survives logins."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import urllib.request
 
@@ -42,7 +43,13 @@ def test_both_logins_coexist_and_a_reset_restores_the_shop_under_the_running_ser
             assert db.execute("select count(*) from reviews_productreview").fetchone()[0] >= 300
             db.execute("update catalogue_product set title = 'Planted by the episode' where id = 1")
         page = urllib.request.urlopen(f"{site.url}/catalogue/", timeout=20).read().decode()
-        assert "Planted by the episode" in page
+        assert "Planted by the episode" in page  # search results load their products from the live file
+        # every script comes from the shop (WhiteNoise), none from a CDN the browser may not reach
+        scripts = re.findall(r'<script[^>]*\ssrc="([^"]+)"', page)
+        assert scripts and all(src.startswith("/static/") for src in scripts), scripts
+        assert any("jquery" in src for src in scripts)
+        with urllib.request.urlopen(f"{site.url}{scripts[0]}", timeout=20) as r:
+            assert r.status == 200 and len(r.read()) > 1000
         pids = {r: p.pid for r, p in site._procs.items()}
         login_tasks = [c["task_id"] for c in json.loads(SUITE.read_text())
                        if c["require_login"] and c["sites"] == ["shopping"]]

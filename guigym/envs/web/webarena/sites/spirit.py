@@ -54,8 +54,9 @@ INSTALLED_APPS = [
     "spirit.comment.history", "spirit.comment.like", "spirit.comment.poll", "djconfig", "haystack",
 ]
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware", "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware", "django.middleware.common.CommonMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files without the rest of the stack (DB reads)
+    "django.contrib.sessions.middleware.SessionMiddleware", "django.middleware.locale.LocaleMiddleware", "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware", "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware", "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "spirit.user.middleware.TimezoneMiddleware", "spirit.user.middleware.LastIPMiddleware",
@@ -108,16 +109,13 @@ LOGGING = {{"version": 1, "disable_existing_loggers": False}}
 '''
 
 
-_URLS = '''"""URLs of the embedded forum: Spirit, plus its static files (DEBUG is off, so Django's
-static view is mounted explicitly; the files were collected at build time)."""
-from django.conf import settings
+_URLS = '''"""URLs of the embedded forum: Spirit (its static files, collected at build time, are served
+by WhiteNoise's middleware)."""
 from django.urls import include, re_path
-from django.views.static import serve
 
 import spirit.urls
 
 urlpatterns = [
-    re_path(r"^static/(?P<path>.*)$", serve, {"document_root": settings.STATIC_ROOT}),
     re_path(r"", include(spirit.urls)),
 ]
 '''
@@ -176,6 +174,7 @@ class SpiritSite:
         try:
             import gunicorn  # noqa: F401
             import spirit  # noqa: F401
+            import whitenoise  # noqa: F401
         except ImportError as e:
             raise ConfigError(f"the forum site needs {e.name} (pip install guigym[web-sites])") from e
         proj = self.workdir / PROJECT
@@ -207,7 +206,7 @@ class SpiritSite:
             self.port = free_port()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}", "--workers", "1",
-                 "--threads", "4", "--worker-class", "gthread", "--access-logfile", "-", "--error-logfile", "-",
+                 "--threads", "4", "--worker-class", "gthread", "--error-logfile", "-",
                  "--log-level", "warning", f"{PROJECT}.wsgi:application"],
                 env=self._env(), cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
