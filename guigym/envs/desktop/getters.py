@@ -547,6 +547,33 @@ def read_profile_json(ctx: GetterContext, name: str) -> Optional[Any]:
     return None
 
 
+def extension_settings(ctx: GetterContext) -> Optional[list[dict[str, Any]]]:
+    """Every entry of ``extensions.settings`` in ``Preferences`` and then ``Secure Preferences``
+    (Chrome keeps installed extensions in the latter) of the first profile in
+    :data:`BROWSER_PROFILES` that has either file, in file order; unreadable files and entries
+    that are not objects are skipped. None when no profile has either file."""
+    import json
+
+    home = _desktop_home(ctx)
+    for browser in BROWSER_PROFILES:
+        files = [ctx.client.get_file(f"{home}/.config/{browser}/Default/{name}")
+                 for name in ("Preferences", "Secure Preferences")]
+        if all(data is None for data in files):
+            continue
+        entries: list[dict[str, Any]] = []
+        for data in files:
+            try:
+                prefs = json.loads(data.decode("utf-8", "replace")) if data is not None else None
+            except ValueError:
+                continue
+            ext = prefs.get("extensions") if isinstance(prefs, dict) else None
+            settings = ext.get("settings") if isinstance(ext, dict) else None
+            if isinstance(settings, dict):
+                entries.extend(e for e in settings.values() if isinstance(e, dict))
+        return entries
+    return None
+
+
 @GETTERS.register("profile_name")
 def get_profile_name(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
     """``profile.name`` of the browser's ``Default/Preferences`` (Google Chrome's profile as

@@ -35,7 +35,9 @@ from typing import Any, Optional
 from urllib.parse import parse_qs, urlparse
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop.getters import GETTERS, GetterContext, _desktop_home, _need, read_profile_json
+from guigym.envs.desktop.getters import (
+    GETTERS, GetterContext, _need, extension_settings, read_profile_json,
+)
 from guigym.envs.desktop.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
 
 log = logging.getLogger(__name__)
@@ -459,27 +461,15 @@ def get_find_unpacked_extension_path(ctx: GetterContext, spec: Mapping[str, Any]
     are their source folders), from ``Preferences`` and ``Secure Preferences`` of
     ``~/.config/google-chrome/Default`` (else ``~/.config/chromium/Default``); None when the
     profile has neither file."""
-    home = _desktop_home(ctx)
-    for browser in ("google-chrome", "chromium"):
-        files = [ctx.client.get_file(f"{home}/.config/{browser}/Default/{name}")
-                 for name in ("Preferences", "Secure Preferences")]
-        if all(data is None for data in files):
-            continue
-        paths: list[str] = []
-        for data in files:
-            if data is None:
-                continue
-            try:
-                prefs = json.loads(data.decode("utf-8", "replace"))
-            except ValueError:
-                continue
-            settings = prefs.get("extensions", {}).get("settings", {}) if isinstance(prefs, dict) else {}
-            for entry in settings.values() if isinstance(settings, dict) else []:
-                path = entry.get("path") if isinstance(entry, dict) else None
-                if isinstance(path, str) and path not in paths:
-                    paths.append(path)
-        return paths
-    return None
+    entries = extension_settings(ctx)
+    if entries is None:
+        return None
+    paths: list[str] = []
+    for entry in entries:
+        path = entry.get("path")
+        if isinstance(path, str) and path not in paths:
+            paths.append(path)
+    return paths
 
 
 # --------------------------------------------------------------------------- open tabs

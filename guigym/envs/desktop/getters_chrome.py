@@ -37,7 +37,7 @@ from guigym.core.errors import EnvInfraError
 from guigym.envs.desktop.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
 from guigym.envs.desktop.getters import (
     BROWSER_PROFILES, GETTERS, NOT_JSON, GetterContext, _cache_target, _desktop_home, _need, atomic_write,
-    read_profile_json,
+    extension_settings, read_profile_json,
 )
 
 log = logging.getLogger(__name__)
@@ -209,24 +209,15 @@ def get_find_installed_extension_name(ctx: GetterContext, spec: Mapping[str, Any
     ``Secure Preferences`` (Chrome keeps installed extensions in the latter), first seen first,
     without repeats; entries without a manifest name are skipped. None when the profile has
     neither file."""
-    home = _desktop_home(ctx)
-    for browser in BROWSER_PROFILES:
-        files = [ctx.client.get_file(f"{home}/.config/{browser}/Default/{name}")
-                 for name in ("Preferences", "Secure Preferences")]
-        if all(data is None for data in files):
-            continue
-        names: list[str] = []
-        for data in files:
-            try:
-                prefs = json.loads(data.decode("utf-8", "replace")) if data is not None else None
-            except ValueError:
-                continue
-            for entry in _obj(_obj(prefs, "extensions"), "settings").values():
-                name = _obj(entry, "manifest").get("name")
-                if isinstance(name, str) and name not in names:
-                    names.append(name)
-        return names
-    return None
+    entries = extension_settings(ctx)
+    if entries is None:
+        return None
+    names: list[str] = []
+    for entry in entries:
+        name = _obj(entry, "manifest").get("name")
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    return names
 
 
 # --------------------------------------------------------------------------- Local State
