@@ -413,8 +413,12 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
                         f"{QUICK.num_generations} per iteration: a smoke run of the harness, not evidence (the fcf "
                         f"and dynamic_n quantities need click-test / login-user: NaN here)")
     p.add_argument("--keep", action="store_true", help="keep the run directories")
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="rows so far, rewritten after every run")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows already in --json and run only the (configuration, seed) pairs missing")
     args = p.parse_args(argv)
+    if args.resume and not args.json:
+        p.error("--resume needs --json (the file the earlier rows were written to)")
     budget = QUICK if args.quick else FULL
     seeds = args.seeds if args.seeds is not None else (2 if args.quick else 3)
     iterations = args.iterations if args.iterations is not None else (2 if args.quick else 7)
@@ -424,13 +428,21 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     settings = list(dict.fromkeys(ARMS[m].setting for m in args.mechanisms))
     plan = [("grpo", s) for s in settings] + [(m, ARMS[m].setting) for m in args.mechanisms]
     rows: list[dict[str, Any]] = []
-    for mech, setting in plan:
-        for seed in range(seeds):
+    if args.resume and Path(args.json).exists():
+        rows = [r for r in json.loads(Path(args.json).read_text()) if r.get("iterations") == iterations]
+    done = {(r["mechanism"], r["setting"], r["seed"]) for r in rows}
+    # seeds outermost: a run cut short still has every configuration on its first seeds
+    for seed in range(seeds):
+        for mech, setting in plan:
+            if (mech, setting, seed) in done:
+                continue
             r = run_one(mech, seed, iterations, args.keep, budget, setting)
             rows.append(r)
             print(json.dumps(r), flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(rows, indent=1))
+            if args.json:  # atomic: a killed run keeps every finished row
+                tmp = Path(args.json).with_suffix(".tmp")
+                tmp.write_text(json.dumps(rows, indent=1))
+                os.replace(tmp, args.json)
     print()
     for line in report(rows, args.mechanisms):
         print(line)
@@ -438,7 +450,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
         print(f"note: with {iterations} iterations a mechanism that only changes what is trained (replay, pool, "
               "cache, reward shaping) can change rollouts of the last iteration alone, through the first "
               "update; rollout quantities mostly equal plain GRPO's by construction")
-    print(f"{seeds} seeds x {iterations} iterations x {budget.groups_per_iteration} groups x "
+    print(f"{len({r['seed'] for r in rows})} seeds x {iterations} iterations x {budget.groups_per_iteration} groups x "
           f"{budget.num_generations} rollouts per run, tasks {list(budget.tasks)}; load {os.getloadavg()[0]:.1f}")
     return rows
 

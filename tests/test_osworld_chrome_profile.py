@@ -8,19 +8,14 @@ once against a real headless Chromium when one is installed.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
 import sqlite3
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
+from _devtools_chromium import devtools_chromium, run_here
 from guigym.envs.desktop import getters_chrome as GC
 from guigym.envs.desktop.getters import GETTERS, GetterContext, get
 from guigym.envs.desktop.metrics import METRICS, evaluate
@@ -438,40 +433,14 @@ class LocalClient(FakeClient):
 
     def execute(self, command: Any, shell: bool = False, timeout: float = 60) -> dict:
         self.calls.append(("execute", command))
-        p = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
-        return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+        return run_here(command, timeout)
 
 
 @pytest.fixture(scope="module")
 def chromium(tmp_path_factory):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if exe is None:
-        pytest.skip("no Chromium/Chrome on this machine for the real DevTools test")
     base = tmp_path_factory.mktemp("chromium")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             f"--remote-debugging-port={port}", f"--user-data-dir={base / 'profile'}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2).read()
-                break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.skip("Chromium did not start its DevTools endpoint")
-            time.sleep(0.2)
+    with devtools_chromium(base) as port:
         yield port, base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_page_info_on_real_chromium(chromium, tmp_path: Path) -> None:

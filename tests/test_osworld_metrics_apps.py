@@ -8,19 +8,13 @@ client that records its calls, and once against a real headless Chromium when on
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 from xml.sax.saxutils import escape
 
 import pytest
 
+from _devtools_chromium import devtools_chromium, free_port, run_here
 from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.envs.desktop import getters_browser as GB
 from guigym.envs.desktop.getters import GETTERS, GetterContext, get
@@ -433,8 +427,7 @@ class LocalClient(FakeClient):
 
     def execute(self, command: Any, shell: bool = False, timeout: float = 60) -> dict:
         self.calls.append(("execute", command))
-        p = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+        return run_here(command, timeout)
 
 
 PAGE = """<!DOCTYPE html><html><head><title>Deals</title></head><body>
@@ -448,43 +441,16 @@ PAGE = """<!DOCTYPE html><html><head><title>Deals</title></head><body>
 
 @pytest.fixture(scope="module")
 def chromium(tmp_path_factory):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if exe is None:
-        pytest.skip("no Chromium/Chrome on this machine for the real DevTools test")
     base = tmp_path_factory.mktemp("chromium")
     page = base / "page.html"
     page.write_text(PAGE)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             f"--remote-debugging-port={port}", f"--user-data-dir={base / 'profile'}", page.as_uri()],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                listed = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2).read())
-                if any(t.get("url") == page.as_uri() and t.get("title") == "Deals" for t in listed):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.skip("Chromium did not start its DevTools endpoint")
-            time.sleep(0.2)
+    with devtools_chromium(base, page.as_uri(), lambda targets: any(
+            t.get("url") == page.as_uri() and t.get("title") == "Deals" for t in targets)) as port:
         yield port, page.as_uri()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()  # bound, then released: nothing listens there
 
 
 def test_html_parse_and_info_on_real_chromium(chromium, tmp_path: Path, monkeypatch) -> None:
