@@ -100,3 +100,32 @@ def test_report_prints_a_verdict_and_the_reason_when_no_effect_shows():
     assert any("Why no clear effect" in line and "every rollout failed" in line for line in lines)
     assert ablate.verdict("down", (3.0, 0.1), (1.0, 0.1)) == "effect shows"
     assert ablate.verdict("up", (3.0, 0.1), (1.0, 0.1)) == "moved down, against the expectation"
+
+
+def test_resume_runs_only_the_missing_pairs_seeds_outermost(tmp_path, monkeypatch):
+    """A killed ablation keeps its rows (written after every run) and --resume runs only the
+    (configuration, seed) pairs not in the file, first seeds first for every configuration."""
+    import json
+
+    def row(mech: str, seed: int) -> dict:
+        return {"mechanism": mech, "setting": "base", "seed": seed, "iterations": 2, "groups": 4,
+                "successes_by_task": {}, "nonzero_variance_share": 0.5, "expert_task_success": 0.0,
+                "injected_replay": 0}
+
+    ran: list = []
+
+    def fake_run_one(mech, seed, iterations, keep, budget, setting):
+        ran.append((mech, seed))
+        return row(mech, seed)
+
+    monkeypatch.setattr(ablate, "run_one", fake_run_one)
+    out = tmp_path / "rows.json"
+    # a 5-iteration row from another budget is not reused for a 2-iteration run
+    out.write_text(json.dumps([row("grpo", 0), {**row("adapr", 0), "iterations": 5}]))
+    rows = ablate.main(["--quick", "--mechanisms", "adapr", "--seeds", "2", "--json", str(out), "--resume"])
+    assert ran == [("adapr", 0), ("grpo", 1), ("adapr", 1)]
+    assert sorted((r["mechanism"], r["seed"]) for r in rows) == [("adapr", 0), ("adapr", 1), ("grpo", 0), ("grpo", 1)]
+    assert json.loads(out.read_text()) == rows and not out.with_suffix(".tmp").exists()
+    ran.clear()
+    ablate.main(["--quick", "--mechanisms", "adapr", "--seeds", "2", "--json", str(out), "--resume"])
+    assert ran == []  # everything is in the file
