@@ -15,17 +15,17 @@ APT_PKGS="chromium chromium-headless-shell fonts-dejavu-core fonts-liberation"
 # gir1.2-gtk-3.0: GTK's introspection data (the server tests' GTK app); libglib2.0-bin: gsettings,
 # which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
 # the packages above with --no-install-recommends. tesseract-ocr: OCR for OSWorld's compare_image_text.
-DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86 tesseract-ocr"
+# Writer, Impress, GIMP, VLC and Thunderbird: apps of the embedded desktop suite (guigym tasks check).
+DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 libreoffice-writer libreoffice-impress gimp vlc thunderbird gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86 tesseract-ocr"
 # WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl);
 # kiwix-tools = kiwix-serve 3.3.0, the wiki server WebArena's wikipedia site runs; libjs-leaflet = the
 # map site's map widget
 WEBARENA_SITE_PKGS="fossil kiwix-tools libjs-leaflet"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 # GUIGYM_OSWORLD_APPS=1: also the apps OSWorld's own task domains open in the local desktop
-# (issue 17; ~265 packages, so opt-in and not in CI): Writer, Impress, GIMP, Thunderbird, VLC,
-# Nautilus, GNOME Terminal, Evince, wmctrl/xsel, Totem (Ubuntu's default video player, as in OSWorld's VM), a PulseAudio server + pactl, and the
+# (issue 17; ~265 packages, so opt-in and not in CI): Nautilus, GNOME Terminal, Evince, wmctrl/xsel, Totem (Ubuntu's default video player, as in OSWorld's VM), a PulseAudio server + pactl, and the
 # org.gnome.shell GSettings schema. VS Code is not a Debian package (guigym doctor says where to get it).
-OSWORLD_APP_PKGS="libreoffice-writer libreoffice-impress gimp thunderbird vlc totem nautilus gnome-terminal evince wmctrl xsel pulseaudio pulseaudio-utils gnome-shell-common"
+OSWORLD_APP_PKGS="totem nautilus gnome-terminal evince wmctrl xsel pulseaudio pulseaudio-utils gnome-shell-common"
 if [ "${GUIGYM_OSWORLD_APPS:-0}" = "1" ]; then APT_PKGS="$APT_PKGS $OSWORLD_APP_PKGS"; fi
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

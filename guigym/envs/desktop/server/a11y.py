@@ -503,13 +503,9 @@ class _Walk:
             return ""
 
     def _value(self, acc: Any, attrib: dict[str, str]) -> None:
-        props = self._bus_call(acc, "org.freedesktop.DBus.Properties", "GetAll", ("(s)", ("org.a11y.atspi.Value",)))
-        if props is not None:  # one round trip for the four values
-            for key, prop in (("value", "CurrentValue"), ("min", "MinimumValue"), ("max", "MaximumValue"),
-                              ("step", "MinimumIncrement")):
-                if prop in props[0]:
-                    attrib[_VAL + key] = str(float(props[0][prop]))
-            return
+        # item by item through libatspi (Properties.Get each): one Properties.GetAll of the
+        # Value interface would be a single round trip, but Qt's AT-SPI bridge crashes on it
+        # (VLC died at its first observation; tests/test_desktop_a11y_apps.py)
         for key, getter in (("value", acc.get_current_value), ("min", acc.get_minimum_value),
                             ("max", acc.get_maximum_value), ("step", acc.get_minimum_increment)):
             try:
@@ -538,54 +534,6 @@ class _Walk:
                 raise
             except Exception:
                 pass
-
-    def _bus_call(self, acc: Any, iface: str, method: str, params: Optional[tuple[str, Any]]) -> Optional[tuple]:
-        """``method`` of ``acc`` straight over the AT-SPI bus (libatspi has no call that returns
-        all four values at once); None when that bus or the call is not available, so the caller
-        asks libatspi item by item. A timeout raises :class:`_AppTimedOut`."""
-        conn = _bus()
-        if conn is None:
-            return None
-        try:
-            from gi.repository import Gio, GLib  # noqa: PLC0415
-
-            bus_name, path = acc.app.bus_name, acc.path  # fields of the proxy: no call
-            args = GLib.Variant(*params) if params is not None else None
-            reply = self.call(conn.call_sync, bus_name, path, iface, method, args, None,
-                              Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None)
-            return reply.unpack()
-        except _AppTimedOut:
-            raise
-        except Exception:
-            return None
-
-
-_bus_conn: Any = None
-_bus_tried = False
-
-
-def _bus() -> Any:
-    """A Gio connection to the AT-SPI bus (``$AT_SPI_BUS_ADDRESS``, else asked of the session
-    bus's ``org.a11y.Bus``), or None. Opened once; used under the walk lock only."""
-    global _bus_conn, _bus_tried
-    if _bus_tried:
-        return _bus_conn
-    _bus_tried = True
-    try:
-        import os  # noqa: PLC0415
-
-        from gi.repository import Gio  # noqa: PLC0415
-
-        addr = os.environ.get("AT_SPI_BUS_ADDRESS")
-        if not addr:
-            session = Gio.bus_get_sync(Gio.BusType.SESSION, None)
-            addr = session.call_sync("org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress", None, None,
-                                     Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()[0]
-        flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
-        _bus_conn = Gio.DBusConnection.new_for_address_sync(addr, flags, None, None)
-    except Exception:
-        _bus_conn = None
-    return _bus_conn
 
 
 def _app_pid(app: Any) -> int:

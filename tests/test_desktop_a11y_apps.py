@@ -1,0 +1,32 @@
+"""Observing an app must not break it: the a11y walk of every observation reads a Qt app's tree
+(VLC) without killing it. A one-round-trip ``Properties.GetAll`` of AT-SPI's Value interface
+crashed VLC (segfault in Qt's AT-SPI bridge) at the first observation of every VLC task."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from desktop_needs import need_desktop
+
+
+def test_vlc_survives_the_a11y_walk_of_its_observations():
+    need_desktop()
+    if shutil.which("vlc") is None:
+        pytest.skip("VLC is not installed (scripts/install.sh installs it)")
+    import gymnasium as gym
+
+    import guigym  # noqa: F401 - registers the envs
+
+    env = gym.make("OSWorld-v0", suite="embedded").unwrapped
+    try:
+        env.observe_a11y = True
+        obs, _ = env.reset(options={"task": "vlc-minimal-view"})
+        assert 'name="vlc"' in obs["a11y"]  # its tree was walked (the application node)
+        for _ in range(2):
+            obs, _, _, _, info = env.step("wait(seconds=1)")
+        alive = env.client.execute(["sh", "-c", "pgrep -x vlc >/dev/null && echo alive || echo gone"], timeout=10)
+        assert alive["output"].strip() == "alive"
+        assert 'name="vlc"' in obs["a11y"] and "app-timeout" not in str(info.get("a11y_truncated") or "")
+    finally:
+        env.close()
