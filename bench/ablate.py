@@ -346,9 +346,12 @@ def verdict(direction: str, base: tuple[float, float], got: tuple[float, float])
         return "not measured (no such rollouts in this run)"
     if math.isnan(base[1]) or math.isnan(got[1]):
         return "one seed: no interval"
-    if base[1] == 0 and got[1] == 0 and base[0] != got[0]:
-        return "every seed equal in both: no interval to compare"
     apart = abs(got[0] - base[0]) > base[1] + got[1]
+    if base[1] == 0 and got[1] == 0 and apart and direction != "same":
+        # no spread on either side: every seed gave the same two values
+        moved = "down" if got[0] < base[0] else "up"
+        return ("effect shows in every seed" if moved == direction
+                else f"moved {moved} in every seed, against the expectation")
     if direction == "same":
         return "differs" if apart else "equal within the intervals"
     if not apart:
@@ -379,7 +382,7 @@ WHY = {
 
 def report(rows: list[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
     """The table (one line per mechanism quantity) and, per mechanism, what happened and why."""
-    lines = [f"{'mechanism':<15} {'quantity':<64} {'grpo (95% CI)':>18} {'mechanism (95% CI)':>20}  verdict"]
+    lines = [f"{'mechanism':<15} {'quantity':<64} {'grpo (95% CI)':>18} {'mechanism (95% CI)':>20} {'seeds':>5}  verdict"]
     notes = []
     for mech in mechanisms:
         arm = ARMS[mech]
@@ -391,8 +394,9 @@ def report(rows: list[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
             got = ci([float(r[key]) for r in mine])
             v = verdict(direction, base, got)
             verdicts.append(v)
+            seeds = f"{len(base_rows)}/{len(mine)}"  # runs behind each side
             lines.append(f"{mech:<15} {label:<64} {base[0]:>8.3f} ± {base[1]:<7.3f} {got[0]:>10.3f} ± {got[1]:<7.3f}"
-                         f"  {v}")
+                         f" {seeds:>5}  {v}")
         diag = ", ".join(f"{d} per run {[r.get(d) for r in mine]}" for d in arm.diagnostics)
         groups = (f"groups per run {[r['groups'] for r in mine]}; "
                   f"successes by task {[r['successes_by_task'] for r in mine]}")
@@ -416,9 +420,11 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     p.add_argument("--json", default=None, help="rows so far, rewritten after every run")
     p.add_argument("--resume", action="store_true",
                    help="keep the rows already in --json and run only the (configuration, seed) pairs missing")
+    p.add_argument("--report", action="store_true",
+                   help="print the table from the rows in --json and run nothing (e.g. of a run cut short)")
     args = p.parse_args(argv)
-    if args.resume and not args.json:
-        p.error("--resume needs --json (the file the earlier rows were written to)")
+    if (args.resume or args.report) and not args.json:
+        p.error("--resume and --report need --json (the file the earlier rows were written to)")
     budget = QUICK if args.quick else FULL
     seeds = args.seeds if args.seeds is not None else (2 if args.quick else 3)
     iterations = args.iterations if args.iterations is not None else (2 if args.quick else 7)
@@ -430,6 +436,10 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if args.resume and Path(args.json).exists():
         rows = [r for r in json.loads(Path(args.json).read_text()) if r.get("iterations") == iterations]
+    if args.report:
+        rows = json.loads(Path(args.json).read_text())
+        seeds, iterations = len({r["seed"] for r in rows}), rows[0]["iterations"] if rows else iterations
+        plan = []  # nothing to run
     done = {(r["mechanism"], r["setting"], r["seed"]) for r in rows}
     # seeds outermost: a run cut short still has every configuration on its first seeds
     for seed in range(seeds):

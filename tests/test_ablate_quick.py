@@ -100,6 +100,9 @@ def test_report_prints_a_verdict_and_the_reason_when_no_effect_shows():
     assert any("Why no clear effect" in line and "every rollout failed" in line for line in lines)
     assert ablate.verdict("down", (3.0, 0.1), (1.0, 0.1)) == "effect shows"
     assert ablate.verdict("up", (3.0, 0.1), (1.0, 0.1)) == "moved down, against the expectation"
+    # every seed identical on both sides (FCF: 8 rollouts -> 0 on the impossible task in each run)
+    assert ablate.verdict("down", (8.0, 0.0), (0.0, 0.0)) == "effect shows in every seed"
+    assert ablate.verdict("up", (8.0, 0.0), (0.0, 0.0)) == "moved down in every seed, against the expectation"
 
 
 def test_resume_runs_only_the_missing_pairs_seeds_outermost(tmp_path, monkeypatch):
