@@ -401,7 +401,7 @@ def report(rows: list[dict[str, Any]], mechanisms: Sequence[str]) -> list[str]:
         groups = (f"groups per run {[r['groups'] for r in mine]}; "
                   f"successes by task {[r['successes_by_task'] for r in mine]}")
         note = f"{mech} [{arm.setting}]: {groups}" + (f"; {diag}" if diag else "")
-        if verdicts and verdicts[0] != "effect shows":
+        if verdicts and not verdicts[0].startswith("effect shows"):
             note += f". Why no clear effect: {WHY[mech]}"
         notes.append(note)
     return lines + [""] + notes

@@ -37,6 +37,14 @@ def test_suite_has_30_tasks_across_terminal_editor_file_manager_and_two_gui_apps
     assert len({t.id for t in tasks}) == len(tasks)
 
 
+def test_suite_covers_osworlds_office_and_media_apps():
+    """Issue 17: at least 15 tasks for the apps OSWorld's own domains open beyond the first five."""
+    domains = Counter(t.domain for t in embedded_tasks())
+    apps = ("libreoffice_writer", "libreoffice_impress", "gimp", "thunderbird", "vlc")
+    assert all(domains[a] >= 2 for a in apps), domains
+    assert sum(domains[a] for a in apps) >= 15, domains
+
+
 def test_every_task_file_is_plain_osworld_json_with_a_reference():
     for path in sorted(SUITE_DIR.glob("*/*.json")):
         data = json.loads(path.read_text())
