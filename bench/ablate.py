@@ -438,7 +438,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
         rows = [r for r in json.loads(Path(args.json).read_text()) if r.get("iterations") == iterations]
     if args.report:
         rows = json.loads(Path(args.json).read_text())
-        seeds, iterations = len({r["seed"] for r in rows}), rows[0]["iterations"] if rows else iterations
+        iterations = rows[0]["iterations"] if rows else iterations
         plan = []  # nothing to run
     done = {(r["mechanism"], r["setting"], r["seed"]) for r in rows}
     # seeds outermost: a run cut short still has every configuration on its first seeds
