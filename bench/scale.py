@@ -27,8 +27,12 @@ What runs (issue 16, item 6)
   workers. Replies: with probability ``--p-correct`` the click on the next target, otherwise a
   uniform candidate (seeded), as the tiny model's token ids, so the real trainer trains on them.
 * Trainer: the real learner (GRPO, stepwise samples, tiny Qwen2.5-VL on CPU, one torch thread).
-  Its time is real CPU time and is NOT scaled by ``--time-scale``.
-* ``--time-scale`` multiplies every modelled time (env, policy, weight sync).
+  With ``--update-gpus`` G > 0 (default 8, DART's trainer) each update then lasts the stated time
+  of a 7B update on G GPUs (``UpdateLatencyModel``, same module): ``T_update(n) = n x 3100 tokens x
+  (1 + 2/3) / (7500 tokens/s/GPU x G)`` for n step samples -- 7500 = fms-fsdp's published 7B
+  training throughput on H100, 2/3 = the old-policy and reference forward passes. ``--update-gpus
+  0`` leaves only the tiny model's real CPU time, which a 7B run never sees.
+* ``--time-scale`` multiplies every modelled time (env, policy, weight sync, update).
 
 Arms
 ----
@@ -46,7 +50,8 @@ batch) / reload rows, trainer train rows) over the window from the moment every 
 first reset (process start-up excluded) to the end of the last update: actions/min (env steps),
 U_env exec (share of env-time inside reset/step calls), U_env occupied (DART's: share of
 env-time from an episode's reset to its last step), policy-worker utilisation (batch time /
-(workers x window)), trainer idle share (1 - update time / window); staleness from the trainer
+(workers x window)), trainer idle share (1 - update time / window), GPU utilisation (DART's U_gpu:
+policy batch time plus update time x update GPUs over (workers + update GPUs) x window); staleness from the trainer
 (trainer version minus the policy version of each trajectory's oldest step). A timeline PNG shows
 every env, policy worker and the trainer (matplotlib, else Pillow).
 """
@@ -67,11 +72,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from guigym.train.rollout.latency_engine import PolicyLatencyModel  # noqa: E402
+from guigym.train.rollout.latency_engine import PolicyLatencyModel, UpdateLatencyModel  # noqa: E402
 
 Event = dict[str, Any]
 #: metric keys every arm reports
-METRICS = ("wall_s", "actions", "actions_per_min", "u_env_exec", "u_env_occupied", "u_policy", "trainer_idle",
+METRICS = ("wall_s", "actions", "actions_per_min", "u_env_exec", "u_env_occupied", "u_policy", "trainer_idle", "u_gpu",
            "staleness_mean", "staleness_max", "trajectories", "success_rate", "updates")
 
 
@@ -131,20 +136,23 @@ def window(rows: Sequence[Event]) -> tuple[float, float]:
     return max(first.values()), max(trains)
 
 
-def metrics_from_events(rows: Sequence[Event], num_envs: int, num_workers: int) -> dict[str, float]:
-    """wall_s, actions, actions_per_min, u_env_exec, u_env_occupied, u_policy, trainer_idle over
-    :func:`window` -- computed from the rows alone."""
+def metrics_from_events(rows: Sequence[Event], num_envs: int, num_workers: int,
+                        trainer_gpus: int = 0) -> dict[str, float]:
+    """wall_s, actions, actions_per_min, u_env_exec, u_env_occupied, u_policy, trainer_idle and
+    u_gpu (NaN when ``trainer_gpus`` is 0: a CPU trainer has no GPU time) over :func:`window` --
+    computed from the rows alone."""
     lo, hi = window(rows)
     wall = hi - lo
     actions = sum(1 for e in rows if e["service"] == "env" and e["kind"] == "step" and lo < e["end"] <= hi)
     occ: dict[str, list[tuple[float, float]]] = {}
     for lane, s, e in occupied_intervals(rows):
         occ.setdefault(lane, []).append((s, e))
+    gen, train = busy_s(rows, "policy", "generate", lo, hi), busy_s(rows, "trainer", "train", lo, hi)
+    u_gpu = ((gen + trainer_gpus * train) / ((num_workers + trainer_gpus) * wall)) if trainer_gpus > 0 else float("nan")
     return {"wall_s": wall, "actions": actions, "actions_per_min": 60.0 * actions / wall,
             "u_env_exec": busy_s(rows, "env", None, lo, hi) / (num_envs * wall),
             "u_env_occupied": sum(_clip_union(iv, lo, hi) for iv in occ.values()) / (num_envs * wall),
-            "u_policy": busy_s(rows, "policy", "generate", lo, hi) / (num_workers * wall),
-            "trainer_idle": 1.0 - busy_s(rows, "trainer", "train", lo, hi) / wall}
+            "u_policy": gen / (num_workers * wall), "trainer_idle": 1.0 - train / wall, "u_gpu": u_gpu}
 
 
 def engine_check(rows: Sequence[Event], model: PolicyLatencyModel, time_scale: float) -> dict[str, float]:
@@ -166,6 +174,9 @@ def recipe(args: argparse.Namespace, model_dir: Path, run_dir: Path, topology: s
     decoupled section."""
     lm = {"rate_rps": args.policy_rate_rps, "floor_s": args.policy_floor_s, "sync_s": args.policy_sync_s,
           "time_scale": args.time_scale, "p_correct": args.p_correct}
+    if args.update_gpus > 0:
+        lm.update({"update_gpus": args.update_gpus, "update_tokens_per_sample": args.update_tokens_per_sample,
+                   "update_tokens_per_s_per_gpu": args.update_tokens_per_s_per_gpu})
     if topology == "coupled":
         lm["workers"] = args.policy_workers  # one engine, all workers: a global sync group
     cfg: dict[str, Any] = {
@@ -210,6 +221,7 @@ class ArmResult:
     events: list[Event] = field(default_factory=list)
     note: str = ""
     engine: dict[str, float] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the trainer's metrics, one row per update
 
 
 def run_coupled(args: argparse.Namespace) -> ArmResult:
@@ -239,12 +251,12 @@ def run_coupled(args: argparse.Namespace) -> ArmResult:
         finally:
             trainer.close()
     events = sorted(env_log.rows() + pol_log.rows() + tr_log.rows(), key=lambda e: e["start"])
-    m = metrics_from_events(events, args.num_envs, args.policy_workers)
+    m = metrics_from_events(events, args.num_envs, args.policy_workers, args.update_gpus)
     m.update({"staleness_mean": float(np.mean([r.get("staleness_mean", 0.0) for r in rows])),
               "staleness_max": int(max(r.get("staleness_max", 0.0) for r in rows)),
               "trajectories": int(sum(r["rollout/trajectories"] for r in rows)),
               "success_rate": float(np.mean([r["rollout/success_rate"] for r in rows])), "updates": len(rows)})
-    return ArmResult("coupled", m, events)
+    return ArmResult("coupled", m, events, rows=rows)
 
 
 def run_decoupled_arm(args: argparse.Namespace) -> Optional[ArmResult]:
@@ -260,7 +272,7 @@ def run_decoupled_arm(args: argparse.Namespace) -> Optional[ArmResult]:
         cfg = TrainConfig.model_validate(recipe(args, tiny_model(args, Path(tmp)), Path(tmp) / "run", "decoupled"))
         out = run_decoupled(cfg, log=lambda s: None)
     events = list(out["events"])
-    m = metrics_from_events(events, args.num_envs, args.policy_workers)
+    m = metrics_from_events(events, args.num_envs, args.policy_workers, args.update_gpus)
     lags = [r["lag"] for r in out.get("staleness", [])]
     dropped = sum(r.get("action") == "drop" for r in out.get("staleness", []))
     srs = [r["rollout/success_rate"] for r in out.get("metrics", []) if "rollout/success_rate" in r]
@@ -268,7 +280,7 @@ def run_decoupled_arm(args: argparse.Namespace) -> Optional[ArmResult]:
               "trajectories": len(lags), "success_rate": float(np.mean(srs)) if srs else float("nan"),
               "updates": int(out.get("updates", 0))})
     note = f"{dropped} of {len(lags)} trajectories dropped as older than max_policy_lag {args.max_policy_lag}"
-    return ArmResult("decoupled", m, events, note=note)
+    return ArmResult("decoupled", m, events, note=note, rows=list(out.get("metrics", [])))
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -374,7 +386,7 @@ def histogram_text(name: str, h: dict[str, Any]) -> str:
 
 def print_table(arms: Sequence[ArmResult], args: argparse.Namespace) -> None:
     cols = ["arm", "envs", "policy workers", "window s", "actions", "actions/min", "U_env exec", "U_env occupied",
-            "policy util", "trainer idle", "staleness mean/max", "trajs", "success"]
+            "policy util", "trainer idle", "GPU util", "staleness mean/max", "trajs", "success"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for a in arms:
@@ -386,7 +398,7 @@ def print_table(arms: Sequence[ArmResult], args: argparse.Namespace) -> None:
 
         print(f"| {a.arm} | {args.num_envs} | {args.policy_workers} | {m['wall_s']:.1f} | {m['actions']} | "
               f"{m['actions_per_min']:.1f} | {pct('u_env_exec')} | {pct('u_env_occupied')} | {pct('u_policy')} | "
-              f"{pct('trainer_idle')} | {m['staleness_mean']:.2f}/{m['staleness_max']} | {m['trajectories']} | "
+              f"{pct('trainer_idle')} | {pct('u_gpu')} | {m['staleness_mean']:.2f}/{m['staleness_max']} | {m['trajectories']} | "
               f"{pct('success_rate')} |")
     by = {a.arm: a.metrics for a in arms}
     if "coupled" in by and "decoupled" in by:
@@ -394,7 +406,7 @@ def print_table(arms: Sequence[ArmResult], args: argparse.Namespace) -> None:
         ratio = (lambda k: d[k] / c[k] if c[k] else float("inf"))
         print(f"decoupled / coupled: actions/min x{ratio('actions_per_min'):.2f}, U_env exec "
               f"x{ratio('u_env_exec'):.2f}, U_env occupied x{ratio('u_env_occupied'):.2f}, policy util "
-              f"x{ratio('u_policy'):.2f}")
+              f"x{ratio('u_policy'):.2f}, GPU util x{ratio('u_gpu'):.2f}")
     for a in arms:
         if a.engine:
             e = a.engine
@@ -423,6 +435,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--policy-rate-rps", type=float, default=PolicyLatencyModel.rate_rps)
     ap.add_argument("--policy-floor-s", type=float, default=PolicyLatencyModel.floor_s)
     ap.add_argument("--policy-sync-s", type=float, default=PolicyLatencyModel.sync_s)
+    ap.add_argument("--update-gpus", type=int, default=8, help="trainer GPUs of the stated 7B update-time model "
+                                                               "(0: the tiny model's real CPU update time only)")
+    ap.add_argument("--update-tokens-per-sample", type=float, default=UpdateLatencyModel.tokens_per_sample)
+    ap.add_argument("--update-tokens-per-s-per-gpu", type=float, default=UpdateLatencyModel.tokens_per_s_per_gpu)
     ap.add_argument("--p-correct", type=float, default=0.2, help="share of replies forced to the correct click")
     ap.add_argument("--env-clusters", type=int, default=None, help="decoupled env-cluster actors (default "
                                                                    "num_envs / G: one group per cluster)")
@@ -444,7 +460,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     lat = json.loads(args.latency.read_text())
     print(f"scale: {args.num_envs} LatencyModel-v0 envs ({args.backend}), {args.iterations} updates, "
           f"{args.groups} groups x G={args.group_size} per update, budget {args.max_steps} steps, "
-          f"time scale {args.time_scale:g} (env, policy, sync; the trainer is real CPU time)")
+          f"time scale {args.time_scale:g} (env, policy, sync, modelled update)")
     print(f"env latency: {args.latency} ({lat.get('env_id')}, recorded {lat.get('machine', {}).get('date')})"
           f"{' -- ' + lat['note'] if lat.get('note') else ''}")
     for kind in ("reset", "step"):
@@ -454,6 +470,15 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"Source: {model.source}")
     print("trainer: real GRPO learner on a tiny Qwen2.5-VL (hidden 64, 2 layers), CPU, 1 torch thread; "
           "batch 16 step-samples; log-probs of the modelled replies = log P(choice) under the engine's mixture")
+    upd = UpdateLatencyModel(gpus=args.update_gpus, tokens_per_sample=args.update_tokens_per_sample,
+                             tokens_per_s_per_gpu=args.update_tokens_per_s_per_gpu)
+    if upd.gpus > 0:
+        print(f"update model: each update lasts T_update(n) = n x {upd.tokens_per_sample:g} tokens x "
+              f"(1 + {upd.forward_passes:g}/3) / ({upd.tokens_per_s_per_gpu:g} tokens/s/GPU x {upd.gpus} GPUs) = "
+              f"{upd.update_s(1) * 1000:.1f} ms per step sample (x time scale), the real CPU update included. "
+              f"Source: {upd.source}")
+    else:
+        print("update model: off (--update-gpus 0): updates take the tiny model's real CPU time")
     print(f"machine: nproc {os.cpu_count()}, load {os.getloadavg()[0]:.1f} (shared machine: other jobs run too)")
     arms: list[ArmResult] = []
     runners = {"coupled": run_coupled, "decoupled": run_decoupled_arm}
@@ -472,7 +497,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     png = args.out_dir / f"timeline_{args.num_envs}envs.png"
     lib = draw_timeline(arms, png)
     out = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-           "policy_model": asdict(model),
+           "policy_model": asdict(model), "update_model": asdict(upd),
            "latency_file": {"path": str(args.latency), "env_id": lat.get("env_id"), "machine": lat.get("machine"),
                             "note": lat.get("note")},
            "arms": {a.arm: {"metrics": a.metrics, "engine": a.engine, "note": a.note} for a in arms},

@@ -21,7 +21,13 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
-from guigym.train.rollout.latency_engine import LatencyModelEngine, PolicyLatencyModel, correct_action  # noqa: E402
+from guigym.train.rollout.latency_engine import (  # noqa: E402
+    LatencyModelEngine,
+    PolicyLatencyModel,
+    UpdateLatencyModel,
+    correct_action,
+    modelled_update,
+)
 from guigym.train.rollout.policy_service import GenRequest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +63,63 @@ def test_policy_model_is_the_stated_formula():
     assert p.sync_s == pytest.approx(2 * 7e9 / 12.5e9)
     assert "2.55 requests/s" in p.source and "Qwen2-VL-7B" in p.source
     assert S.PolicyLatencyModel is PolicyLatencyModel  # the bench states the engine's model
+
+
+def test_update_model_is_the_stated_formula():
+    u = UpdateLatencyModel(gpus=8)
+    # 10 samples x 3100 tokens x (1 train pass + 2 forward passes at 1/3 each) / (7500 tok/s x 8 GPUs)
+    assert u.update_s(10) == pytest.approx(10 * 3100 * (5 / 3) / 60000) == pytest.approx(0.8611, abs=1e-4)
+    assert UpdateLatencyModel(tokens_per_sample=1600, gpus=8).update_s(10) == pytest.approx(0.4444, abs=1e-4)
+    assert UpdateLatencyModel(gpus=16).update_s(10) == pytest.approx(u.update_s(10) / 2)
+    assert UpdateLatencyModel(gpus=0).update_s(10) == 0.0 and u.update_s(0) == 0.0  # off / nothing to train
+    assert "7500" in u.source and "8 H100" in u.source
+
+
+def test_modelled_update_sleeps_the_rest_of_the_modelled_time():
+    now = [100.0]
+    slept: list[float] = []
+
+    def clock() -> float:
+        return now[0]
+
+    def real_update(samples):
+        now[0] += 0.1  # the real update took 0.1 s
+        return {"loss": 1.0}
+
+    timed = modelled_update(real_update, UpdateLatencyModel(gpus=8), time_scale=0.5, sleep=slept.append, clock=clock)
+    out = timed(list(range(10)))
+    want = 0.5 * UpdateLatencyModel(gpus=8).update_s(10)
+    assert out == {"loss": 1.0, "time/modelled_update_s": pytest.approx(want)}
+    assert slept == [pytest.approx(want - 0.1)]  # the real time counts toward the model
+    slept.clear()
+    now[0] = 0.0
+
+    def slow_update(samples):
+        now[0] += 5.0  # longer than the model: not shortened, nothing slept
+        return {}
+
+    modelled_update(slow_update, UpdateLatencyModel(gpus=8), sleep=slept.append, clock=clock)([0])
+    assert slept == []
+
+
+def test_update_model_config_is_checked():
+    from guigym.core.errors import ConfigError
+    from guigym.train.config import TrainConfig
+    from guigym.train.rollout.latency_engine import update_model_from_config
+
+    def cfg(lm, engine="latency_model"):
+        d = S.recipe(_args(update_gpus=0), Path("model"), Path("run"), "decoupled")
+        d["rollout"].update({"engine": engine, "latency_model": {**d["rollout"]["latency_model"], **lm}})
+        return TrainConfig.model_validate(d)
+
+    assert update_model_from_config(cfg({"update_gpus": 4, "update_tokens_per_sample": 100})) == \
+        UpdateLatencyModel(tokens_per_sample=100.0, gpus=4)
+    assert update_model_from_config(cfg({})) is None  # off unless asked
+    bench = TrainConfig.model_validate(S.recipe(_args(), Path("model"), Path("run"), "coupled"))
+    assert update_model_from_config(bench) == UpdateLatencyModel(gpus=8)  # the bench's default: DART's 8 GPUs
+    assert update_model_from_config(cfg({"update_gpus": 4}, engine="hf")) is None  # a real engine, a real update
+    with pytest.raises(ConfigError, match="update_tokens_per_s_per_gpu"):
+        update_model_from_config(cfg({"update_gpus": 4, "update_tokens_per_s_per_gpu": 0}))
 
 
 def test_correct_action_follows_the_clicks_so_far():
@@ -152,7 +215,8 @@ def _args(**kw):
     base = dict(num_envs=3, group_size=2, groups=2, iterations=2, max_steps=4, n_tasks=4,
                 latency=ROOT / "bench" / "data" / "latency_miniwob.json", time_scale=0.05, policy_workers=1,
                 policy_rate_rps=2.55, policy_floor_s=1.28, policy_sync_s=1.12, p_correct=0.3, env_clusters=2,
-                max_policy_lag=1, backend="process", ray_num_cpus=0.0, seed=0)
+                max_policy_lag=1, backend="process", ray_num_cpus=0.0, seed=0, update_gpus=8,
+                update_tokens_per_sample=3100.0, update_tokens_per_s_per_gpu=7500.0)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -177,8 +241,8 @@ def test_coupled_arm_is_lockstep_and_on_policy():
     m, ev = res.metrics, res.events
     assert m["trajectories"] == 2 * 2 * 2 and m["actions"] > 0 and m["updates"] == 2
     assert m["staleness_mean"] == 0.0 and m["staleness_max"] == 0  # coupled: always the latest weights
-    assert 0 < m["u_policy"] <= 1 and 0 < m["u_env_exec"] <= 1 and 0 < m["trainer_idle"] < 1
-    assert m == {**m, **S.metrics_from_events(ev, 3, 1)}
+    assert 0 < m["u_policy"] <= 1 and 0 < m["u_env_exec"] <= 1 and 0 < m["trainer_idle"] < 1 and 0 < m["u_gpu"] <= 1
+    assert m == {**m, **S.metrics_from_events(ev, 3, 1, 8)}
     envs = [e for e in ev if e["service"] == "env"]
     gens, reloads = _engine_honoured(ev, args)
     trains = [e for e in ev if e["kind"] == "train"]
@@ -188,6 +252,11 @@ def test_coupled_arm_is_lockstep_and_on_policy():
     assert not any(_overlap(e, g) for e in envs for g in gens)
     assert not any(_overlap(x, t) for x in envs + gens for t in trains + reloads)
     assert max(g["batch"] for g in gens) == 3  # one closed batch holds every env still in an episode
+    # every update lasted at least the stated 7B update time of its samples (time-scaled)
+    upd = UpdateLatencyModel(gpus=8)
+    assert all(t["end"] - t["start"] >= args.time_scale * upd.update_s(t["samples"]) - 1e-6 for t in trains)
+    assert [r["time/modelled_update_s"] for r in res.rows] == \
+        [pytest.approx(args.time_scale * upd.update_s(t["samples"])) for t in trains]
 
 
 def test_decoupled_bench_run_honours_the_engine_model_and_reports_from_its_log():
@@ -209,13 +278,18 @@ def test_decoupled_bench_run_honours_the_engine_model_and_reports_from_its_log()
     # the per-request rows are there but are not counted as generation time
     assert any(e["kind"] == "request" for e in ev)
     assert m["updates"] == 2 and m["trajectories"] >= 2 * 2 * 2
-    derived = S.metrics_from_events(ev, 4, 2)
+    # the decoupled trainer's updates run under the same stated 7B update model as the coupled ones
+    modelled = [r["time/modelled_update_s"] for r in res.rows if r.get("samples")]
+    trains = sorted((e for e in ev if e["kind"] == "train"), key=lambda e: e["start"])
+    assert len(modelled) == 2 and modelled == [pytest.approx(args.time_scale * UpdateLatencyModel(gpus=8).update_s(
+        t["samples"])) for t in trains if t["samples"]]
+    derived = S.metrics_from_events(ev, 4, 2, 8)
     assert m == {**m, **derived}
     lo, hi = S.window(ev)
     assert m["actions"] == sum(1 for e in ev if e["service"] == "env" and e["kind"] == "step" and lo < e["end"] <= hi)
     # a field moves with the log: drop one batch row and the policy utilisation falls
     fewer = [e for e in ev if e is not gens[len(gens) // 2]]
-    assert S.metrics_from_events(fewer, 4, 2)["u_policy"] < m["u_policy"]
+    assert S.metrics_from_events(fewer, 4, 2, 8)["u_policy"] < m["u_policy"]
 
 
 def test_decoupled_arm_reports_missing_when_not_importable(monkeypatch, capsys):

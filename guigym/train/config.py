@@ -125,7 +125,10 @@ class RolloutConfig(_Section):
     latency_model: dict[str, float] = Field(
         default_factory=dict, description="engine=latency_model: rate_rps, floor_s, sync_s, time_scale, p_correct "
                                           "and, for run.topology coupled, workers (modelled GPU workers of the one "
-                                          "engine; decoupled uses decoupled.num_policy_workers) (default {})")
+                                          "engine; decoupled uses decoupled.num_policy_workers); update_gpus > 0 "
+                                          "makes each trainer update last the stated 7B update time on that many "
+                                          "GPUs (update_tokens_per_sample, update_tokens_per_s_per_gpu, "
+                                          "update_forward_passes; UpdateLatencyModel) (default {})")
     urls: list[str] = Field(default_factory=list, description="server base URLs for engine=http (least-loaded "
                                                                "routing, one-at-a-time weight refresh as in DART)")
     token_env: str = Field("GUIGYM_SERVE_TOKEN", description="environment variable holding the servers' bearer "

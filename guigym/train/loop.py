@@ -258,6 +258,12 @@ class Trainer:
                                mixed_precision=cfg.model.mixed_precision, temperature=cfg.rollout.temperature,
                                strategy=cfg.distributed.strategy)
         self.learner.policy_loss_fn = self.policy_loss
+        from guigym.train.rollout.latency_engine import modelled_update, update_model_from_config
+
+        update_model = update_model_from_config(cfg)
+        if update_model is not None:  # stand-in: a bench's update lasts as long as a 7B update on GPUs would
+            self.learner.update = modelled_update(self.learner.update, update_model,
+                                                  float(cfg.rollout.latency_model.get("time_scale", 1.0)))
         self.start_iteration = 0
         if existing is not None:
             state = checkpoint.load(existing, self.learner)

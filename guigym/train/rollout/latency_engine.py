@@ -10,6 +10,10 @@ exactly as the learner's candidate trie encodes it, so the real trainer (a tiny 
 recompute log-probs and train on the replies. A weight refresh (:meth:`update_weights`) pauses
 every worker of the engine for ``time_scale * sync_s`` (one engine = one global sync group).
 
+The trainer's side has its own stated model: with ``update_gpus`` set, the learner's update
+lasts :class:`UpdateLatencyModel`'s time for a 7B VLM on that many GPUs (:func:`modelled_update`,
+applied by ``Trainer.build`` in both topologies), so a bench sees the update a real run waits for.
+
 Actions (for ``LatencyModel-v0``, guigym/envs/latency_model.py): the prompt is decoded to text;
 the instruction ``Click A, then B.``, the ``[id] button "Name"`` lines and the previous
 ``click(element="id")`` actions give the next target. With probability ``p_correct`` the reply
@@ -35,7 +39,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -57,6 +61,73 @@ class PolicyLatencyModel:
 
     def batch_s(self, b: int) -> float:
         return max(self.floor_s, b / self.rate_rps) if b > 0 else 0.0
+
+
+@dataclass
+class UpdateLatencyModel:
+    """Time of one trainer update of a 7B VLM on the trainer's GPUs (a named stand-in: this
+    machine has no GPU). For ``n`` step samples of ``tokens_per_sample`` tokens::
+
+        T_update(n) = n * tokens_per_sample * (1 + forward_passes / 3) / (tokens_per_s_per_gpu * gpus)
+
+    ``tokens_per_s_per_gpu`` is a published forward+backward training throughput; each extra
+    forward pass (old-policy and reference log-probs of GRPO with a KL term) costs a third of it
+    (forward = 2PN of the 6PN FLOPs). ``gpus`` = 0 turns the model off (the real update only)."""
+
+    tokens_per_sample: float = 3100.0
+    tokens_per_s_per_gpu: float = 7500.0
+    gpus: int = 0
+    forward_passes: float = 2.0
+    source: str = ("throughput: foundation-model-stack/fms-fsdp README, 7B (Llama2) HSDP on H100, 7500 training "
+                   "tokens/s/GPU; gpus: DART's trainer, 8 H100 under FSDP (DART appendix, 'Trainer'); "
+                   "tokens/sample: one 1920x1080 screenshot (OSWorld's screen, the one the env latencies come "
+                   "from) at Qwen2.5-VL's 28x28 pixels per token (39 x 69 = 2691) plus ~409 text tokens, assumed; "
+                   "no history screenshots; forward passes: old-policy and reference log-probs (DART: KL beta 0.1)")
+
+    def update_s(self, n_samples: int) -> float:
+        if self.gpus <= 0 or n_samples <= 0:
+            return 0.0
+        tokens = n_samples * self.tokens_per_sample * (1.0 + self.forward_passes / 3.0)
+        return tokens / (self.tokens_per_s_per_gpu * self.gpus)
+
+
+def modelled_update(update: Callable[[Sequence[Any]], dict[str, float]], model: UpdateLatencyModel,
+                    time_scale: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic) -> Callable[[Sequence[Any]], dict[str, float]]:
+    """``update`` (a learner's) that lasts ``time_scale * model.update_s(len(samples))``: the real
+    update runs, then the rest of the modelled time is slept (a real update longer than the model
+    is not shortened). The metrics gain ``time/modelled_update_s``."""
+
+    def timed(samples: Sequence[Any]) -> dict[str, float]:
+        t0 = clock()
+        metrics = update(samples)
+        want = time_scale * model.update_s(len(samples))
+        rest = want - (clock() - t0)
+        if rest > 0:
+            sleep(rest)
+        return {**metrics, "time/modelled_update_s": want}
+
+    return timed
+
+
+def update_model_from_config(cfg: Any) -> Optional[UpdateLatencyModel]:
+    """The :class:`UpdateLatencyModel` of ``rollout.latency_model`` (keys ``update_gpus``,
+    ``update_tokens_per_sample``, ``update_tokens_per_s_per_gpu``, ``update_forward_passes``), or
+    None when the engine is not ``latency_model`` or ``update_gpus`` is absent/0."""
+    if getattr(cfg.rollout, "engine", None) != "latency_model":
+        return None
+    lm = dict(cfg.rollout.latency_model)
+    if not lm.get("update_gpus"):
+        return None
+    keys = {"update_tokens_per_sample": "tokens_per_sample", "update_tokens_per_s_per_gpu": "tokens_per_s_per_gpu",
+            "update_forward_passes": "forward_passes"}
+    model = UpdateLatencyModel(gpus=int(lm["update_gpus"]), **{v: float(lm[k]) for k, v in keys.items() if k in lm})
+    if model.tokens_per_sample <= 0 or model.tokens_per_s_per_gpu <= 0 or model.forward_passes < 0:
+        from guigym.core.errors import ConfigError
+
+        raise ConfigError("rollout.latency_model: update_tokens_per_sample and update_tokens_per_s_per_gpu must be "
+                          "> 0 and update_forward_passes >= 0")
+    return model
 
 
 _TARGETS = re.compile(r"Task: Click (.+?)\.\s*\n")
@@ -246,7 +317,8 @@ def engine_from_config(cfg: Any, model_dir: str, workers: int, version: int = 0,
     from guigym.core.errors import ConfigError
 
     lm = dict(cfg.rollout.latency_model)
-    unknown = set(lm) - {"rate_rps", "floor_s", "sync_s", "time_scale", "p_correct", "workers"}
+    unknown = set(lm) - {"rate_rps", "floor_s", "sync_s", "time_scale", "p_correct", "workers", "update_gpus",
+                         "update_tokens_per_sample", "update_tokens_per_s_per_gpu", "update_forward_passes"}
     if unknown:
         raise ConfigError(f"rollout.latency_model: unknown key(s) {sorted(unknown)}")
     tok = AutoTokenizer.from_pretrained(model_dir)
