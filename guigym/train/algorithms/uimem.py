@@ -193,6 +193,9 @@ class UIMemGuidance(Plugin):
         self.theta = (float(theta_start), float(theta_end))
         self.lambda_ucb, self.max_failures, self.failure_decay = float(lambda_ucb), int(max_failures), float(failure_decay)
         self.instances = _instances(instances, w)
+        #: (iteration, task_id) -> {"ema": EMA success read, "lambdas": (strong, weak, none), "counts":
+        #: members per stratum} of the first group of that task in that iteration; in memory only
+        self.trace: dict[tuple[int, str], dict[str, Any]] = {}
 
     def memory(self, ctx: Any) -> ExperienceMemory:
         return _with_retriever(shared_memory(memory_path(self.memory_path, ctx), self.init_from), self.retriever)
@@ -208,7 +211,12 @@ class UIMemGuidance(Plugin):
                                            "num_generations", 0) or 0)
         if g < 1:
             raise ConfigError("uimem_guidance: set group_size (no rollout.num_generations in the context)")
-        level = stratum_of(member, strata_counts(g, self.proportions(task_id, ctx))) if member < g else NONE
+        props = self.proportions(task_id, ctx)
+        counts = strata_counts(g, props)
+        key = (int(getattr(ctx, "iteration", 0) or 0), task_id)
+        if key not in self.trace:  # what eqs. 2-3 gave this task's groups this iteration (bench/curriculum_band.py)
+            self.trace[key] = {"ema": self.memory(ctx).ema.get(task_id, 0.0), "lambdas": props, "counts": counts}
+        level = stratum_of(member, counts) if member < g else NONE
         if level == NONE:
             return None
         inst = _resolve(self.instances, task_id, seed)

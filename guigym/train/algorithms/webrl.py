@@ -505,6 +505,9 @@ class WebRLCurriculum(Plugin):
         self.critic_opts = (critic_dir, model_path, int(max_tokens), device)
         self.last_phase = 0
         self.last_stats: dict[str, int] = {}
+        #: the last call's candidates in generation order: {"task": NewTask, "critic_score": float | None,
+        #: "in_band": bool, "kept": bool} (kept = in band and within max_new); not checkpointed
+        self.last_candidates: list[dict[str, Any]] = []
 
     # -- what the last phase did -----------------------------------------------------------
     def failed_tasks(self, ctx: Any, lo: int, hi: int) -> dict[str, Any]:
@@ -578,10 +581,10 @@ class WebRLCurriculum(Plugin):
         scores: list[Optional[float]] = [None] * len(cands)
         if critic is not None and cands:
             scores = list(critic.values([self.initial_state(critic, p, tr, m["instruction"]) for p, m, tr in cands]))
-        out = []
+        out: list[NewTask] = []
+        self.last_candidates = []
         for (parent, m, _), v in zip(cands, scores):
-            if v is not None and not self.low <= v <= self.high:
-                continue
+            in_band = v is None or self.low <= v <= self.high
             root = parent.root or parent.task_id
             h = hashlib.sha1(json.dumps([parent.task_id, m["instruction"], m["params"]], sort_keys=True,
                                         default=str).encode()).hexdigest()[:10]
@@ -590,10 +593,13 @@ class WebRLCurriculum(Plugin):
                     "space": parent.space, "root": root, "generator": self.generator.name, "phase": phase,
                     "parent_instruction": parent.instruction, "critic_score": v, "has_verifier": survives,
                     "verifier_survives": survives}
-            out.append(NewTask(task_id=f"{root}.p{phase}-{h}", source="webrl_curriculum", parent=parent.task_id,
-                               spec=json.loads(json.dumps(spec, default=str))))
-            if len(out) >= self.max_new:
-                break
+            task = NewTask(task_id=f"{root}.p{phase}-{h}", source="webrl_curriculum", parent=parent.task_id,
+                           spec=json.loads(json.dumps(spec, default=str)))
+            kept = in_band and len(out) < self.max_new
+            # every scored candidate, kept or not (bench/curriculum_band.py measures both sides of the band)
+            self.last_candidates.append({"task": task, "critic_score": v, "in_band": in_band, "kept": kept})
+            if kept:
+                out.append(task)
         self.last_phase = phase
         self.last_stats = {"failed": len(failed), "candidates": len(cands), "kept": len(out)}
         return out
