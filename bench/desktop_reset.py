@@ -123,7 +123,7 @@ def calc_walk(env: OSWorldEnv, n: int) -> dict:
     base = "/tmp/guigym-bench-a11y"
     try:
         client.upload_file(b"", f"{base}/server/__init__.py")
-        for name in ("a11y.py", "cellgrid.py"):
+        for name in ("a11y.py", "cellgrid.py", "chrome.py"):
             client.upload_file((SERVER_DIR / name).read_bytes(), f"{base}/server/{name}")
         client.upload_file(WALK_SCRIPT.encode(), f"{base}/walk.py")
         r = client.execute(["/usr/bin/python3", f"{base}/walk.py", base, str(n)], timeout=600)

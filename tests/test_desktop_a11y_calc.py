@@ -2,6 +2,10 @@
 table (Calc's sheet) only on-screen cells that show ink plus the cursor and selected cells, of a
 closed menu no items; each cut flagged with a ``truncated`` attribute.
 
+Tool bars and menu bars are kept between walks until an AT-SPI event touches them
+(guigym.envs.desktop.server.chrome): checked with stand-in accessibles here, and on a real Calc
+(the Name Box inside the cached Formula Tool Bar follows the cell cursor).
+
 The pixel part (guigym.envs.desktop.server.cellgrid) is checked on images drawn here; the walk
 on a real Calc in the local desktop (skips with the reason when the sandbox, LibreOffice Calc or
 ssconvert is missing).
@@ -16,7 +20,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from desktop_needs import need_desktop
-from guigym.envs.desktop.server import cellgrid
+from guigym.envs.desktop.server import cellgrid, chrome
 
 NS = {p: f"https://accessibility.ubuntu.example.org/ns/{w}" for p, w in
       (("st", "state"), ("cp", "component"), ("val", "value"))}
@@ -69,6 +73,81 @@ def test_grid_shift_finds_where_the_grid_really_is():
     # no grid lines drawn: the prior stands
     blank = Image.new("RGB", (900, 600), BG)
     assert cellgrid.grid_shift(blank, cols, rows, prior=(0, 19)) == (0, 19)
+
+
+def test_grid_shift_takes_a_hint_only_where_every_border_is_a_line():
+    cols = [(40 + 95 * i, 95) for i in range(8)]
+    rows = [(150 + 18 * j, 18) for j in range(20)]
+    img = _grid(cols, rows, (900, 600), shift=(0, 25))
+    ImageDraw.Draw(img).line([(0, 150 - 1 + 25), (900, 150 - 1 + 25)], fill=(146, 149, 149))
+    assert cellgrid.grid_shift(img, cols, rows, prior=(0, 19), hint=(0, 25)) == (0, 25)
+    # a wrong hint (by a whole row: every row line matches, the headers' border does not) is searched past
+    assert cellgrid.grid_shift(img, cols, rows, prior=(0, 19), hint=(0, 7)) == (0, 25)
+    assert cellgrid.grid_shift(img, cols, rows, prior=(0, 0), hint=(5, 25)) == (0, 25)
+
+
+class _App:
+    bus_name = ":1.7"
+
+
+class _Acc:
+    """Stand-in for a libatspi accessible: only the fields chrome.key_of reads."""
+
+    def __init__(self, path: str) -> None:
+        self.app, self.path = _App(), path
+
+
+class _Event:
+    def __init__(self, path: str) -> None:
+        self.source = _Acc(path)
+
+
+def _bar(name: str = "Standard") -> ET.Element:
+    bar = ET.Element("tool-bar", {"name": name})
+    ET.SubElement(bar, "push-button", {"name": "Save"})
+    return bar
+
+
+def test_chrome_cache_reuses_a_subtree_until_an_event_touches_it():
+    c = chrome.ChromeCache()
+    c.listening = True  # as after listen() registered the AT-SPI listener
+    root, child = chrome.key_of(_Acc("/bar")), chrome.key_of(_Acc("/bar/save"))
+    head = ET.Element("tool-bar", {"name": "Standard"})
+    assert c.get(root, head, 1) is None
+    c.put(root, _bar(), 1, {child}, 1, ["width"], ("tool-bar", {"name": "Standard"}, ""))
+    hit = c.get(root, head, 1)
+    assert hit is not None and hit.nodes == 1 and hit.reasons == ["width"]
+    kids = c.children(hit)
+    assert [k.get("name") for k in kids] == ["Save"]
+    kids[0].set("name", "changed by a caller")  # copies are handed out, the stored tree stays
+    assert c.children(c.get(root, head, 1))[0].get("name") == "Save"
+    # an event from a node of an other subtree changes nothing; one from inside drops the subtree
+    c._on_event(_Event("/elsewhere"))
+    c.sweep()
+    assert c.get(root, head, 1) is not None
+    c._on_event(_Event("/bar/save"))
+    c.sweep()
+    assert c.get(root, head, 1) is None
+
+
+def test_chrome_cache_drops_a_subtree_whose_root_reads_differently_or_that_is_old():
+    c = chrome.ChromeCache()
+    c.listening = True
+    root = chrome.key_of(_Acc("/bar"))
+    stored = ("tool-bar", {"name": "Standard"}, "")
+    c.put(root, _bar(), 1, set(), 1, [], stored)
+    moved = ET.Element("tool-bar", {"name": "Standard", "x": "moved"})
+    assert c.get(root, moved, 1) is None and root not in c.entries  # e.g. moved: its extents differ
+    c.put(root, _bar(), 1, set(), 1, [], stored)
+    assert c.get(root, ET.Element("tool-bar", {"name": "Standard"}), 2) is None  # a child was added
+    c.put(root, _bar(), 1, set(), 1, [], stored)
+    c.entries[root].stored -= chrome.MAX_AGE_S + 1
+    c.sweep()
+    assert root not in c.entries
+    # without the event listener nothing is stored (no change signal)
+    off = chrome.ChromeCache()
+    off.put(root, _bar(), 1, set(), 1, [], stored)
+    assert not off.entries and off.get(root, ET.Element("tool-bar", {"name": "Standard"}), 1) is None
 
 
 # --------------------------------------------------------------------------- a real Calc
@@ -192,3 +271,63 @@ def test_closed_menus_have_no_items_and_an_open_menu_has_all_of_them(calc):
     finally:
         calc.act(A.Press(key="Escape"))
         calc.act(A.Press(key="Escape"))
+
+
+def _name_box(root: ET.Element) -> str | None:
+    """Text of the Name Box: the ``text`` node of the Formula Tool Bar (a cell reference)."""
+    for bar in root.iter("tool-bar"):
+        if bar.get("name") == "Formula Tool Bar":
+            for t in bar.iter("text"):
+                return (t.text or "").strip()
+    return None
+
+
+def _status(root: ET.Element) -> list[str]:
+    """Texts of the status bar's labels (Calc: "Sheet 1 of 1", "Average: 5; Sum: 5", ...)."""
+    return [(t.text or "") for bar in root.iter("status-bar") for t in bar]
+
+
+def _wait_name_box(client, want: str, sum_text: str | None = None, timeout: float = 8.0) -> ET.Element:
+    """The first tree whose Name Box says ``want`` (and whose status bar shows ``sum_text``).
+    ``timeout`` (Calc updates both asynchronously) is well under chrome.MAX_AGE_S: a tool bar
+    or status bar kept past its change would stay stale longer."""
+    def ok(root: ET.Element) -> bool:
+        return _name_box(root) == want and (sum_text is None or any(sum_text in t for t in _status(root)))
+
+    end = time.monotonic() + timeout
+    root, _ = _table(client)
+    while not ok(root) and time.monotonic() < end:
+        time.sleep(0.3)
+        root, _ = _table(client)
+    assert ok(root), (_name_box(root), _status(root))
+    return root
+
+
+def test_toolbars_name_box_and_sheet_tabs_are_current_in_every_walk(calc):
+    from guigym.core import actions as A
+
+    calc.act(A.Hotkey(keys=("ctrl", "Home")))
+    _wait_name_box(calc, "A1")
+    for key in ("Right", "Right", "Down", "Down", "Down"):
+        calc.act(A.Press(key=key))
+    # the Formula Tool Bar was stored by the walks above: its Name Box must follow the cursor
+    _wait_name_box(calc, "C4")
+    for key in ("Left", "Up"):  # B3 holds 5, the status bar sums the selection
+        calc.act(A.Press(key=key))
+    _wait_name_box(calc, "B3", sum_text="Sum: 5")
+    calc.act(A.Press(key="Up"))
+    _wait_name_box(calc, "B2", sum_text="Sum: 3")
+    calc.act(A.Hotkey(keys=("ctrl", "Home")))
+    _wait_name_box(calc, "A1")
+    for _ in range(2):  # a walk that stores the tool bars and one that reuses them
+        root, table = _wait_table(calc, lambda t: t is not None and "H20" in _cells(t))
+        bars = {b.get("name"): b for b in root.iter("tool-bar")}
+        assert "Standard" in bars, sorted(bars)
+        on_screen = {b.get("name"): b for b in bars["Standard"]
+                     if b.get("{%s}showing" % NS["st"]) == "true" and b.get("{%s}screencoord" % NS["cp"])}
+        assert {"Open", "Save"} <= set(on_screen), sorted(on_screen)
+        assert on_screen["Save"].get("{%s}size" % NS["cp"])
+        # the sheet tabs, and the table named after the shown one
+        tabs = [t.get("name") for t in root.iter("page-tab")]
+        assert tabs and table.get("name") == "Sheet " + tabs[0], (tabs, table.get("name"))
+        assert _name_box(root) == "A1"

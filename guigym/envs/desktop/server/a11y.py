@@ -21,7 +21,13 @@ show ink on screen (:mod:`.cellgrid`: text, the cell cursor, a border) plus its 
 cell that looks blank is left out. Such a table gets ``truncated="empty-cells"`` and
 ``visible-range="A1:S47"`` (the names of its top-left and bottom-right on-screen cells), and the
 root's ``truncated`` lists ``empty-cells``. When the screen cannot be read, every on-screen cell
-is walked (at most MAX_WIDTH).
+is walked (at most MAX_WIDTH). The geometry is read from one cell per row/column pair (along the
+diagonal); the screen is the caller's grab when it passes one (``screen``: the server's observe
+grabs once for the screenshot and the ink test).
+
+Tool bars, menu bars and status bars of GTK/ATK applications are kept between walks and reused
+until an AT-SPI event touches a node in them (:mod:`.chrome`; LibreOffice's tool bars are most
+of its calls). The listener's events are drained every DRAIN_S between walks.
 
 A hung or overloaded application costs one libatspi timeout, not the whole time budget: once a
 call into an application times out, the rest of its subtree is skipped, its ``application`` node
@@ -35,9 +41,9 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ET
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from . import cellgrid
+from . import cellgrid, chrome
 
 #: OSWorld's namespace URIs for Ubuntu (``_accessibility_ns_map["ubuntu"]``)
 NS: dict[str, str] = {
@@ -97,6 +103,10 @@ _pyatspi: Any = None
 #: it (a hung app's name is a call into it). Both read and written under _lock.
 _slow_apps: dict[int, float] = {}
 _app_names: dict[int, str] = {}
+#: tool bars and menu bars kept between walks (:mod:`.chrome`); under _lock
+_chrome = chrome.ChromeCache()
+#: (app name, frame, prior) -> the grid shift cellgrid found for that window last time; under _lock
+_shift_hints: dict[Any, tuple[int, int]] = {}
 
 
 class A11yUnavailable(RuntimeError):
@@ -142,6 +152,29 @@ def _tag(role: str) -> str:
     return tag if tag[0].isalpha() else "tag" + tag
 
 
+#: seconds between drains of the AT-SPI events queued for the chrome listener between walks
+DRAIN_S = 1.0
+_drain_thread: Optional[threading.Thread] = None
+
+
+def _drain_events() -> None:
+    """Dispatch queued AT-SPI events every DRAIN_S while no walk runs: with the chrome listener
+    registered every application sends its events here, and unread ones would pile up in this
+    process and on the bus (which drops a client that falls too far behind)."""
+    while True:
+        time.sleep(DRAIN_S)
+        with _lock:
+            _pump()
+
+
+def _listen() -> None:
+    """Register the chrome cache's event listener and start draining its events (once)."""
+    global _drain_thread
+    if _chrome.listen() and _drain_thread is None:
+        _drain_thread = threading.Thread(target=_drain_events, name="a11y-events", daemon=True)
+        _drain_thread.start()
+
+
 def _pump() -> None:
     """Dispatch pending AT-SPI signals so libatspi's cache sees new windows and renames."""
     try:
@@ -156,8 +189,10 @@ def _pump() -> None:
 
 
 class _Walk:
-    def __init__(self, max_nodes: int, deadline: float) -> None:
+    def __init__(self, max_nodes: int, deadline: float, screen: Optional[Callable[[], Any]] = None) -> None:
         self.max_nodes = max_nodes
+        #: the caller's screenshot of this moment (see :func:`tree`), else the walk grabs its own
+        self.screen = screen
         self.deadline = deadline
         self.count = 0
         self.reasons: list[str] = []
@@ -165,11 +200,15 @@ class _Walk:
         self.app_dead = False
         #: name of the application being walked, and (name, box) of the frame being walked
         self.app_name = ""
+        #: toolkit of the application being walked (``gtk``, ``qt``...), lower case
+        self.app_toolkit = ""
         self.frame: Optional[tuple[str, tuple[int, int, int, int]]] = None
         self.pa = _atspi()
         self.state_names: dict[int, str] = {
             int(k): v.split("_", 1)[1].lower() for k, v in self.pa.StateType._enum_lookup.items()
         }
+        #: while a chrome subtree is walked: (keys of its nodes, reasons it reported)
+        self.collect: Optional[tuple[set[chrome.Key], list[str]]] = None
 
     @property
     def truncated(self) -> Optional[str]:
@@ -178,6 +217,8 @@ class _Walk:
     def reason(self, why: str) -> None:
         if why not in self.reasons:
             self.reasons.append(why)
+        if self.collect is not None and why not in self.collect[1]:
+            self.collect[1].append(why)
 
     def _stop(self) -> bool:
         if self.count >= self.max_nodes:
@@ -212,6 +253,10 @@ class _Walk:
         """One element for ``acc`` and (bounded) its subtree. Stops early, keeping what it has,
         when the application times out."""
         self.count += 1
+        if self.collect is not None:
+            k = chrome.key_of(acc)
+            if k is not None:
+                self.collect[0].add(k)
         attrib: dict[str, str] = {}
         role = "unknown"
         text = ""
@@ -253,6 +298,13 @@ class _Walk:
             pass
         if depth == 1:
             self.app_name = attrib.get("name", "")
+            self.app_toolkit = ""
+            try:  # libatspi keeps it on the application after the first call
+                self.app_toolkit = (self.call(acc.get_toolkit_name) or "").lower()
+            except _AppTimedOut:
+                pass
+            except Exception:
+                pass
         el = ET.Element(_tag(role), attrib)
         if text:
             el.text = _clean(text)
@@ -275,9 +327,17 @@ class _Walk:
         if role == "menu" and n_children > 0 and not EXHAUSTIVE and self._closed_menu(acc, n_children):
             el.set("truncated", "hidden-items")
             return el
+        if (el.tag in chrome.ROLES and self.app_toolkit in chrome.TOOLKITS and not EXHAUSTIVE
+                and self.collect is None and n_children > 0):
+            return self._chrome_children(acc, el, n_children, depth, box, ifaces)
+        self._walk_children(acc, el, n_children, depth, role, box, ifaces)
+        return el
+
+    def _walk_children(self, acc: Any, el: ET.Element, n_children: int, depth: int, role: str,
+                       box: Optional[tuple[int, int, int, int]], ifaces: set[str]) -> None:
         outer_frame = self.frame
         if role == "frame" and box is not None:
-            self.frame = (attrib.get("name", ""), box)
+            self.frame = (el.get("name", ""), box)
         try:
             if n_children > LARGE_CONTAINER:
                 self._large_children(acc, el, n_children, depth, box if "Table" in ifaces else None)
@@ -287,6 +347,30 @@ class _Walk:
             pass
         finally:
             self.frame = outer_frame
+
+    def _chrome_children(self, acc: Any, el: ET.Element, n_children: int, depth: int,
+                         box: Optional[tuple[int, int, int, int]], ifaces: set[str]) -> ET.Element:
+        """Children of a tool bar or menu bar: the ones stored by an earlier walk when nothing in
+        that subtree changed since (:mod:`.chrome`), else walked and stored."""
+        k = chrome.key_of(acc)
+        hit = _chrome.get(k, el, n_children)
+        if hit is not None and self.count + hit.nodes <= self.max_nodes:
+            el.extend(_chrome.children(hit))
+            self.count += hit.nodes
+            for why in hit.reasons:
+                self.reason(why)
+            return el
+        head = (el.tag, dict(el.attrib), el.text or "")
+        before = self.count
+        self.collect = (set(), [])
+        try:
+            self._walk_children(acc, el, n_children, depth, el.tag, box, ifaces)
+        finally:
+            keys, reasons = self.collect
+            self.collect = None
+        # a subtree cut short by a cap or a hung app is not kept
+        if not self.app_dead and not {"nodes", "time"} & set(reasons):
+            _chrome.put(k, el, n_children, keys, self.count - before, reasons, head)
         return el
 
     def _closed_menu(self, acc: Any, n: int) -> bool:
@@ -297,6 +381,10 @@ class _Walk:
                 ch = self.call(acc.get_child_at_index, i)
                 if ch is None or self.call(ch.get_state_set).contains(self.pa.STATE_SHOWING):
                     return False
+                if self.collect is not None:  # an event from either item drops a stored menu bar
+                    k = chrome.key_of(ch)
+                    if k is not None:
+                        self.collect[0].add(k)
         except _AppTimedOut:
             raise
         except Exception:
@@ -399,13 +487,19 @@ class _Walk:
         the screen cannot be read."""
         from gi.repository import Atspi  # noqa: PLC0415
 
-        def span(r: int, c: int, vertical: bool) -> tuple[int, int]:
-            e = self.call(self.call(Atspi.Table.get_accessible_at, acc, r, c).get_extents, self.pa.XY_SCREEN)
-            return (e.y, e.height) if vertical else (e.x, e.width)
-
+        # one cell per step along the diagonal gives a column's (x, width) and a row's (y, height):
+        # max(rows, cols) cells asked, not rows + cols
+        nr, nc = r1 - r0 + 1, c1 - c0 + 1
+        cols: list[cellgrid.Span] = []
+        rows: list[cellgrid.Span] = []
         try:
-            cols = [span(r0, c, False) for c in range(c0, c1 + 1)]
-            rows = [span(r, c0, True) for r in range(r0, r1 + 1)]
+            for i in range(max(nr, nc)):
+                cell = self.call(Atspi.Table.get_accessible_at, acc, r0 + min(i, nr - 1), c0 + min(i, nc - 1))
+                e = self.call(cell.get_extents, self.pa.XY_SCREEN)
+                if i < nc:
+                    cols.append((e.x, e.width))
+                if i < nr:
+                    rows.append((e.y, e.height))
         except _AppTimedOut:
             raise
         except Exception:
@@ -414,10 +508,17 @@ class _Walk:
         if self.app_name in _FRAME_RELATIVE_APPS and self.frame is not None:
             prior = cellgrid.client_offset(self.frame[0], self.frame[1][:2])
         try:
-            img = cellgrid.grab()
+            img = self.screen() if self.screen is not None else None
+            if img is None:
+                img = cellgrid.grab()
         except Exception:  # no X display or no PIL here: walk every cell instead
             return None
-        dx, dy = cellgrid.grid_shift(img, cols, rows, prior)
+        # the shift is the window's decoration: the same as last time unless the window moved
+        hint_key = (self.app_name, self.frame, prior)
+        dx, dy = cellgrid.grid_shift(img, cols, rows, prior, hint=_shift_hints.get(hint_key))
+        if len(_shift_hints) > 16:
+            _shift_hints.clear()
+        _shift_hints[hint_key] = (dx, dy)
         hits = cellgrid.inked_cells(img, -dx, -dy, cols, rows)
         return {(r0 + j, c0 + i) for j, i in hits}
 
@@ -545,9 +646,13 @@ def _app_pid(app: Any) -> int:
         return -1
 
 
-def tree(max_nodes: int = DEFAULT_MAX_NODES,
-         time_budget: float = DEFAULT_TIME_BUDGET_S) -> tuple[ET.Element, dict[str, Any]]:
+def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_BUDGET_S,
+         screen: Optional[Callable[[], Any]] = None) -> tuple[ET.Element, dict[str, Any]]:
     """Walk every application on the AT-SPI desktop.
+
+    ``screen``: returns a PIL RGB image of the whole screen taken after the walk began, without
+    the pointer (or None: the walk then grabs its own); the ink test of big tables reads it, so
+    that an observation grabs the screen once (the server's ``/guigym/observe``).
 
     Returns ``(root element, stats)`` with stats ``{"nodes": int, "truncated": str|None,
     "ms": float, "skipped_apps": [name, ...]}``. Raises :class:`A11yUnavailable` when AT-SPI
@@ -559,13 +664,16 @@ def tree(max_nodes: int = DEFAULT_MAX_NODES,
     skipped: list[str] = []
     with _lock:
         pa = _atspi()
+        if not EXHAUSTIVE:
+            _listen()
         _pump()
+        _chrome.sweep()
         try:
             desktop = pa.Registry.getDesktop(0)
             apps = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
         except Exception as exc:
             raise A11yUnavailable(f"AT-SPI registry unreachable: {exc}") from exc
-        walk = _Walk(max_nodes, t0 + time_budget)
+        walk = _Walk(max_nodes, t0 + time_budget, screen)
         root = ET.Element("desktop-frame")
         now = time.monotonic()
         for pid, when in list(_slow_apps.items()):
@@ -624,10 +732,10 @@ def to_xml(root: ET.Element) -> str:
     return s
 
 
-def accessibility_tree(max_nodes: int = DEFAULT_MAX_NODES,
-                       time_budget: float = DEFAULT_TIME_BUDGET_S) -> tuple[str, dict[str, Any]]:
+def accessibility_tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_BUDGET_S,
+                       screen: Optional[Callable[[], Any]] = None) -> tuple[str, dict[str, Any]]:
     """(OSWorld XML string, stats); see :func:`tree`."""
-    root, stats = tree(max_nodes, time_budget)
+    root, stats = tree(max_nodes, time_budget, screen)
     return to_xml(root), stats
 
 

@@ -657,10 +657,17 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
         n, t = self._a11y_caps()
         result: dict[str, Any] = {"a11y": None, "a11y_error": None, "a11y_truncated": None}
         t0 = time.perf_counter()
+        # the walk's ink test of big tables (Calc's sheet) reads this grab instead of its own
+        raw: dict[str, Any] = {}
+        grabbed = threading.Event()
+
+        def shared_screen() -> Any:
+            grabbed.wait(30)
+            return raw.get("img")
 
         def collect() -> None:
             try:
-                xml, stats = a11y_mod.accessibility_tree(n, t)
+                xml, stats = a11y_mod.accessibility_tree(n, t, shared_screen)
                 result.update(a11y=xml, a11y_truncated=stats["truncated"], a11y_ms=stats["ms"])
             except Exception as exc:  # A11yUnavailable or an app dying mid-walk
                 result["a11y_error"] = f"{type(exc).__name__}: {exc}"
@@ -668,7 +675,12 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
         worker = threading.Thread(target=collect, daemon=True) if want_a11y else None
         if worker is not None:
             worker.start()  # AT-SPI waits on D-Bus, so it overlaps with the grab and encode
-        img = self.desk.screen.grab(cursor=self.query.get("cursor", "1") != "0")
+        try:
+            img = raw["img"] = self.desk.screen.grab(cursor=False)
+        finally:
+            grabbed.set()
+        if self.query.get("cursor", "1") != "0":
+            img = self.desk.screen.add_cursor(img.copy())  # the walk may still read the raw grab
         payload = encode_png(img, int(self.query.get("level", "1"))) if fmt == "png" else img.tobytes()
         shot_ms = (time.perf_counter() - t0) * 1e3
         if worker is not None:

@@ -17,7 +17,7 @@ grid's edge, on horizontal/vertical lines of the image (the grid lines, the head
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 #: (x, width) of each column or (y, height) of each row, screen pixels
 Span = tuple[int, int]
@@ -91,14 +91,15 @@ def _line_score(img: Any, positions: Sequence[int], lo: int, hi: int, vertical: 
 
 
 def grid_shift(img: Any, cols: Sequence[Span], rows: Sequence[Span], prior: tuple[int, int] = (0, 0),
-               reach: int = 40) -> tuple[int, int]:
+               reach: int = 40, hint: Optional[tuple[int, int]] = None) -> tuple[int, int]:
     """(dx, dy) to add to the grid's reported screen coordinates so that its cell borders fall on
     the lines of ``img`` (the whole screen): per axis the shift within ``prior +- reach`` whose
     predicted borders are lines most often, ties to the nearest the prior; the prior itself when
     no shift finds lines on at least half the borders (no grid lines drawn). The borders are
     each span's last pixel and the pixel before the first span (the edge of the grid, e.g. the
     column headers' border): grid lines repeat every row, and that edge is what tells a shift by
-    whole rows apart."""
+    whole rows apart. ``hint`` (the shift found for the same window before) is taken on an axis
+    where every predicted border at it is a line, without searching the others."""
     out = []
     for spans, other, vertical, p in ((cols, rows, True, prior[0]), (rows, cols, False, prior[1])):
         if not spans or not other:
@@ -109,7 +110,15 @@ def grid_shift(img: Any, cols: Sequence[Span], rows: Sequence[Span], prior: tupl
         # a stretch of each line is enough (grid lines cross the whole grid) and 4x cheaper
         lo, hi = max(lo, 0), min(hi, lo + LINE_SAMPLE, img.size[1] if vertical else img.size[0])
         ends = [spans[0][0] - 1] + [a + b - 1 for a, b in spans if b > 0]
-        best, best_score, memo = p, -1, {}
+        memo: dict[int, tuple[Any, float]] = {}
+        if hint is not None and hi > lo:
+            h_s = hint[0] if vertical else hint[1]
+            size = img.size[0] if vertical else img.size[1]
+            inside = sum(1 for e in ends if 1 <= e + h_s < size - 1)
+            if 2 * inside >= len(ends) and _line_score(img, [e + h_s for e in ends], lo, hi, vertical, memo) == inside:
+                out.append(h_s)
+                continue
+        best, best_score = p, -1
         for s in sorted(range(p - reach, p + reach + 1), key=lambda v: abs(v - p)):
             sc = _line_score(img, [e + s for e in ends], lo, hi, vertical, memo) if hi > lo else 0
             if sc > best_score:

@@ -62,11 +62,14 @@ class Screen:
         img = ImageGrab.grab(xdisplay=self.display_name)
         if img.mode != "RGB":
             img = img.convert("RGB")
-        if cursor:
-            cur = self._cursor()
-            if cur is not None:
-                cimg, left, top = cur
-                img.paste(cimg, (left, top), cimg)
+        return self.add_cursor(img) if cursor else img
+
+    def add_cursor(self, img: Image.Image) -> Image.Image:
+        """``img`` (a screenshot) with the pointer composited in place; returned."""
+        cur = self._cursor()
+        if cur is not None:
+            cimg, left, top = cur
+            img.paste(cimg, (left, top), cimg)
         return img
 
     def close(self) -> None:
