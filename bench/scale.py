@@ -13,7 +13,9 @@ What runs (issue 16, item 6)
   processes (``--backend process``) or Ray actors (``--backend ray``). Each reset/step sleeps a
   latency drawn from ``--latency`` (a histogram recorded from a real env by
   bench/record_latency.py; default OSWorld-v0's local provider). Episodes: click the named
-  buttons in order; step budget ``--max-steps``. One ``env.kwargs`` for all envs (the recipe has
+  buttons in order; step budget ``--max-steps`` (default 30, the "maximum of 30 interaction
+  steps per episode" of DART's training runs, appendix "Rollout Service", whose Table 2 the
+  ratios are compared with). One ``env.kwargs`` for all envs (the recipe has
   one), so members of a group (same task and seed) draw the same latency sequence.
 * Policy: ``rollout.engine: latency_model`` (guigym/train/rollout/latency_engine.py), a stated
   latency model of a 7B VLM served by vLLM, no model runs: a batch of b requests on one GPU worker
@@ -425,7 +427,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--group-size", type=int, default=8, help="G, rollouts per group")
     ap.add_argument("--groups", type=int, default=None, help="groups per update (default num_envs / G: one "
                                                              "lockstep batch per coupled iteration)")
-    ap.add_argument("--max-steps", type=int, default=15, help="step budget per episode")
+    ap.add_argument("--max-steps", type=int, default=30, help="step budget per episode (DART trains with at "
+                                                                "most 30 steps)")
     ap.add_argument("--n-tasks", type=int, default=16, help="tasks of the LatencyModel-v0 suite")
     ap.add_argument("--latency", type=Path, default=ROOT / "bench" / "data" / "latency_osworld.json",
                     help="recorded latency histograms (bench/record_latency.py)")

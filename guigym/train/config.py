@@ -403,9 +403,9 @@ class DecoupledConfig(_Section):
                                 "ready while rollouts continue (DART sec. 3.3 'asynchronous trainer'; null = rollout.groups_per_iteration)")
     num_env_clusters: int = Field(
         1, gt=0, description="env-cluster actors; env.num_envs envs are split among them and each pulls tasks from "
-                             "the data manager on its own. Within a cluster the envs run rollout-wise, with a short "
-                             "barrier between its batches of groups; num_env_clusters = env.num_envs removes it "
-                             "(default 1)")
+                             "the data manager on its own. Within a cluster the envs run rollout-wise with no barrier "
+                             "between jobs: a free env starts the next pending rollout or pulls the next job at once "
+                             "(DART sec. 3.4) (default 1)")
     max_buffered_groups: Optional[int] = Field(
         None, gt=0, description="back-pressure: env clusters start no new group while this many groups are "
                                 "running or ready but not yet trained on (null = 2 x groups_per_update)")

@@ -2,25 +2,27 @@
 and rolling them out.
 
 One actor owns ``m`` envs (``env.num_envs`` split over ``decoupled.num_env_clusters`` actors; Ray
-actors per env with ``run.backend: ray``, worker processes otherwise) and loops until stopped::
+actors per env with ``run.backend: ray``, worker processes otherwise) and runs
+:meth:`RolloutScheduler.stream <guigym.train.rollout.scheduler.RolloutScheduler.stream>` until
+stopped::
 
-    jobs   = data_manager.next_jobs(ceil(m / N))     # none while the buffer is full: wait
-    groups = RolloutScheduler.collect(jobs)          # rollout-wise: each env asks for its next
-                                                     #   action as soon as its observation is ready
-    data_manager.add_group(group_id, trajectories)   # stored, released to the trainer
+    env i is free, nothing pending -> data_manager.next_jobs(ceil(free / N))   # none while the
+                                                                              #   buffer is full
+    each env asks for its next action as soon as its observation is ready
+    a job's N-th rollout ends      -> data_manager.add_group(group_id, trajectories)
 
-Actions come from the rollout service (whatever version each worker serves right now; each step
-records it in ``Step.policy_version``). The cluster never waits for the trainer; it only stops
-taking jobs under the data manager's back-pressure. Within one ``collect`` the envs are
-rollout-wise; between two collects of the same cluster there is a short barrier (several clusters
-hide it from each other).
+The trajectory is the scheduling unit (Figure 3 (c)): an env that finishes a rollout starts the
+next pending one, or pulls the next job, while the other envs are mid-episode; there is no barrier
+between jobs. Actions come from the rollout service (whatever version each worker serves right
+now; each step records it in ``Step.policy_version``). The cluster never waits for the trainer;
+it only stops taking jobs under the data manager's back-pressure. On stop it pulls nothing more
+and finishes the jobs it holds.
 
 Event rows: ``reset``/``step`` per env call (worker ``env<cluster>/<index>``), from the call to
 the moment the scheduler saw its result.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from concurrent.futures import Future
@@ -134,7 +136,6 @@ class EnvCluster:
                                           max_new_tokens=r.max_new_tokens, temperature=r.temperature, seed=seed,
                                           max_lost_retries=r.max_lost_retries, run_id=run_id,
                                           put_image=self.store.put_image)
-        self.jobs_per_pull = max(1, math.ceil(num_envs / r.num_generations))
         self.run_id = run_id
         self._stop = threading.Event()
         self._closed = False
@@ -142,36 +143,39 @@ class EnvCluster:
         self.totals = {"actions": 0, "trajectories": 0, "lost": 0, "unscorable": 0}
 
     def run(self) -> dict[str, Any]:
-        """Roll out until :meth:`stop`; returns the totals. An error ends the loop and propagates."""
+        """Roll out until :meth:`stop`; returns the totals. An error ends the loop and propagates
+        (after the data manager is told to forget the jobs this cluster will not finish)."""
         import ray
 
-        while not self._stop.is_set():
-            jobs = ray.get(self.dm.next_jobs.remote(self.jobs_per_pull))
-            if not jobs:
-                self._stop.wait(0.02)  # back-pressure: the trainer is behind
-                continue
-            try:
-                groups = self.scheduler.collect([j["task_id"] for j in jobs], seeds=[j["seed"] for j in jobs],
-                                                group_sizes=[j["n"] for j in jobs])
-            except BaseException:
-                for j in jobs:
-                    ray.get(self.dm.abandon.remote(j["group_id"]))
-                raise
+        from guigym.train.rollout.scheduler import StreamJob
+
+        undelivered: dict[str, None] = {}  # group ids pulled and not yet stored (insertion-ordered)
+
+        def pull(k: int) -> list[StreamJob]:
+            jobs = ray.get(self.dm.next_jobs.remote(k))  # none under back-pressure: the trainer is behind
+            for j in jobs:
+                undelivered[j["group_id"]] = None
+            return [StreamJob(key=j["group_id"], task_id=j["task_id"], seed=j["seed"], n=j["n"]) for j in jobs]
+
+        def deliver(group_id: str, group: Any) -> None:
+            for t in group.trajectories:
+                t.group_id = group_id
+                t.run_id = self.run_id
+                t.info = {**t.info, "env_cluster": self.index}
+            ray.get(self.dm.add_group.remote(group_id, group.trajectories))
+            undelivered.pop(group_id, None)
+            self.groups_done += 1
+
+        try:
+            self.scheduler.stream(pull, deliver, self._stop.is_set)
+        except BaseException:
+            for group_id in undelivered:
+                ray.get(self.dm.abandon.remote(group_id))
+            raise
+        finally:
             s = self.scheduler.last_stats
             for k in self.totals:
                 self.totals[k] += int(getattr(s, k))
-            by_task_seed = {}
-            for g in groups:  # collect() made its own group ids: map back to the jobs (same order)
-                by_task_seed.setdefault((g.task_id, g.trajectories[0].seed), []).append(g)
-            for j in jobs:
-                found = by_task_seed.get((j["task_id"], j["seed"]), [])
-                trajs = found.pop(0).trajectories if found else []
-                for t in trajs:
-                    t.group_id = j["group_id"]
-                    t.run_id = self.run_id
-                    t.info = {**t.info, "env_cluster": self.index}
-                ray.get(self.dm.add_group.remote(j["group_id"], trajs))
-                self.groups_done += 1
         return dict(self.totals)
 
     def stop(self) -> None:

@@ -95,7 +95,7 @@ class Services:
             raise EnvInfraError("an env cluster stopped without an error")
 
     def stop(self, version: int) -> None:
-        """Stop taking jobs, finish the running collects (their groups are stored, not lost) and
+        """Stop taking jobs, finish the jobs each cluster holds (their groups are stored, not lost) and
         let every policy worker finish loading ``version``."""
         import ray
 

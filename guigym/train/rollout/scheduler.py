@@ -15,6 +15,11 @@ Modes:
   the batch reset together, the policy gets all their prompts together, all envs step together,
   and the next batch starts only when every episode of the batch has ended.
 
+``stream(pull, deliver, stop)`` is the rollout-wise loop without any barrier between jobs (DART's
+Env Cluster, sec. 3.4): whenever an env is free and no rollout is pending, it pulls the next group
+job (``pull``), and each group is handed over (``deliver``) the moment its last rollout ends,
+while the other envs keep running. ``collect`` is the same loop over a fixed job list.
+
 Lost rollouts (an :class:`~guigym.core.errors.EnvInfraError` in the worker, a worker that died or
 hung: ``PoolResult.lost``) are discarded and run again from reset (``stats.retries``); they are
 never scored. After ``max_lost_retries`` losses of the same rollout ``collect`` raises
@@ -116,6 +121,19 @@ class _Job:
     max_steps: Optional[int] = None
     attempt: int = 0
     guidance: Any = None  # Guidance of this rollout (trainer conditioners), or None
+
+
+@dataclass
+class StreamJob:
+    """One group job for :meth:`RolloutScheduler.stream`: ``n`` rollouts of ``task_id`` with episode
+    seed ``seed``; ``key`` is the caller's name for it (e.g. the data manager's group id) and comes
+    back with the finished group; ``max_steps`` None = the scheduler's budget."""
+
+    key: Any
+    task_id: str
+    seed: int
+    n: int
+    max_steps: Optional[int] = None
 
 
 @dataclass
@@ -249,6 +267,52 @@ class RolloutScheduler:
             group.trajectories = sorted(done[g], key=lambda t: t.info["member"])
         return [g for g in groups if g.trajectories]
 
+    def stream(self, pull: Callable[[int], Sequence[StreamJob]], deliver: Callable[[Any, Group], None],
+               stop: Callable[[], bool], idle_wait_s: float = 0.02) -> RolloutStats:
+        """Rollout-wise sampling with no barrier between jobs (DART sec. 3.4, Figure 3 (c)); returns
+        the stats of the whole call (also in :attr:`last_stats`). ``rollout`` mode only.
+
+        ``pull(k)`` is called when an env is free and no rollout is pending, with ``k`` = the number
+        of jobs that would fill the free envs (``ceil(free / G)``); it returns up to ``k``
+        :class:`StreamJob` (none under back-pressure: asked again after ``idle_wait_s``).
+        ``deliver(key, group)`` gets each job's :class:`Group` the moment its last rollout ended
+        (trajectories sorted by member; empty when every rollout was unscorable). Once ``stop()``
+        is true nothing more is pulled, and the call returns when every pulled job is delivered.
+        On an error the pool is drained and the error propagates; jobs pulled and not delivered
+        are the caller's to abandon."""
+        if self.mode != "rollout":
+            raise ValueError("stream needs mode='rollout' (the lockstep baseline has its own barrier)")
+        self._collections += 1
+        groups: list[Group] = []
+        done: dict[int, list[Trajectory]] = {}
+        keys: list[Any] = []
+
+        def refill(free: int) -> list[_Job]:
+            new: list[_Job] = []
+            for sj in pull(max(1, -(-free // self.group_size))):
+                if int(sj.n) < 1:
+                    raise ValueError(f"stream job {sj.key!r}: n must be >= 1, got {sj.n}")
+                g = len(groups)
+                groups.append(Group(group_id=uuid.uuid4().hex, task_id=sj.task_id))
+                keys.append(sj.key)
+                done[g] = []
+                budget = sj.max_steps if sj.max_steps is not None else self._budget(sj.task_id)
+                new += [_Job(g, m, sj.task_id, int(sj.seed), budget) for m in range(int(sj.n))]
+            return new
+
+        def complete(g: int) -> None:
+            group = groups[g]
+            group.trajectories = sorted(done.pop(g), key=lambda t: t.info["member"])
+            deliver(keys[g], group)
+
+        try:
+            self._loop([], groups, done, refill=refill, stop=stop, complete=complete, idle_wait_s=idle_wait_s)
+        except BaseException:
+            while self.pool.busy:
+                self.pool.wait(timeout=self.pool.call_timeout_s)
+            raise
+        return self.last_stats
+
     # ---- helpers -----------------------------------------------------------------------------------
     def _budget(self, task_id: str) -> Optional[int]:
         if isinstance(self.max_steps, dict):
@@ -271,10 +335,18 @@ class RolloutScheduler:
         return run.refs[key]
 
     # ---- the event loop ----------------------------------------------------------------------------
-    def _loop(self, jobs: list[_Job], groups: list[Group], done: dict[int, list[Trajectory]]) -> None:
+    def _loop(self, jobs: list[_Job], groups: list[Group], done: dict[int, list[Trajectory]], *,
+              refill: Optional[Callable[[int], list[_Job]]] = None, stop: Optional[Callable[[], bool]] = None,
+              complete: Optional[Callable[[int], None]] = None, idle_wait_s: float = 0.02) -> None:
+        """Run ``jobs`` (and, with ``refill``, whatever it returns while ``stop()`` is false) to the
+        end. ``complete(g)`` is called once group ``g``'s last rollout ended."""
         pool, n = self.pool, self.pool.num_envs
         sync = self.mode == "sync"
         pending: deque[_Job] = deque(jobs)
+        remaining: dict[int, int] = {}  # group -> rollouts not yet ended
+        for job in jobs:
+            remaining[job.group] = remaining.get(job.group, 0) + 1
+        next_pull = 0.0  # stream: no pull before this (monotonic) time after an empty one
         slots: list[Optional[_Run]] = [None] * n
         sent_at: dict[int, float] = {}
         idle_since: dict[int, float] = {}
@@ -295,7 +367,30 @@ class RolloutScheduler:
             sent_at[i] = time.monotonic()
             pool.reset_async(i, seed=run.job.seed, options=options)
 
+        def try_refill() -> None:
+            nonlocal next_pull
+            if refill is None or pending or (stop is not None and stop()) or time.monotonic() < next_pull:
+                return
+            free = sum(1 for s in slots if s is None)
+            if free == 0:
+                return
+            new = refill(free)
+            for job in new:
+                remaining[job.group] = remaining.get(job.group, 0) + 1
+            pending.extend(new)
+            if not new:
+                next_pull = time.monotonic() + idle_wait_s  # back-pressure: ask again shortly
+
+        def ended(g: int) -> None:
+            remaining[g] -= 1
+            if remaining[g] == 0:
+                del remaining[g]
+                if complete is not None:
+                    complete(g)
+
         def start(i: int) -> None:
+            if not pending:
+                try_refill()
             if not pending:
                 return
             job = pending.popleft()
@@ -383,6 +478,7 @@ class RolloutScheduler:
             done[job.group].append(traj)
             stats.trajectories += 1
             release(i)
+            ended(job.group)
             if self.on_finished is not None:
                 self.on_finished()
             if not sync:
@@ -390,7 +486,9 @@ class RolloutScheduler:
 
         def unscorable(i: int) -> None:
             stats.unscorable += 1  # neither success nor failure: not a reward-0 member of its group
+            group = slots[i].job.group
             release(i)
+            ended(group)
             if self.on_finished is not None:
                 self.on_finished()
             if not sync:
@@ -471,17 +569,24 @@ class RolloutScheduler:
                     if slots[i] is None:
                         start(i)
 
+        def more() -> bool:  # stream: jobs may still come
+            return refill is not None and not (stop is not None and stop())
+
         new_batch()
-        while any(s is not None for s in slots) or pending:
+        while any(s is not None for s in slots) or pending or more():
             if not any(s is not None for s in slots):
-                new_batch()  # sync: every episode of the batch ended
+                new_batch()  # sync: every episode of the batch ended; stream: pull
+                if refill is not None and not any(s is not None for s in slots):
+                    time.sleep(idle_wait_s)  # stream under back-pressure: nothing to run yet
                 continue
+            # stream with free envs: come back soon enough to pull for them
+            idle_t = idle_wait_s if refill is not None and None in slots else 1.0
             if pool.busy:
-                for res in pool.wait(timeout=0.002 if inflight else 1.0):
+                for res in pool.wait(timeout=0.002 if inflight else idle_t):
                     on_env(res)
             elif inflight:
                 try:
-                    item = futq.get(timeout=1.0)
+                    item = futq.get(timeout=idle_t)
                     on_gen(*item)
                 except queue.Empty:
                     pass
@@ -499,6 +604,10 @@ class RolloutScheduler:
                     for i in ready_action:
                         act(i)
                     ready_action.clear()
+            if refill is not None and not pending and None in slots:
+                for i in range(n):
+                    if slots[i] is None:
+                        start(i)  # pulls when nothing is pending
             if not pool.busy and not inflight and not waiting_prompt and not ready_action and \
                     any(s is not None for s in slots):
                 raise RuntimeError("scheduler stalled: envs hold rollouts but nothing is in flight (bug)")

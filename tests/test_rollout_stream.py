@@ -1,0 +1,226 @@
+"""RolloutScheduler.stream: rollout-wise sampling with no barrier between jobs (DART sec. 3.4,
+Figure 3 (c)), the loop every decoupled Env Cluster runs.
+
+Envs run in this process (an inline pool answers each call at once, in call order), so the order
+of events is deterministic and the tests can state exactly which rollout ran where.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+
+from guigym.core import actions as A
+from guigym.core.task import Task
+from guigym.envs.base import GUIEnv
+from guigym.envs.pool import PoolResult
+from guigym.train.rollout.scheduler import RolloutScheduler, StreamJob
+
+
+class BudgetEnv(GUIEnv):
+    """Every action spends a step; the episode ends at its step budget (truncated) or on ``done``.
+    Reward 1 when the last action was ``done(answer='yes')``, else 0; task ``judge`` is never
+    scorable (None), as a fuzzy_match task without a judge."""
+
+    def __init__(self) -> None:
+        super().__init__([Task(id=t, instruction="go", platform="web", suite="test", max_steps=5)
+                          for t in ("long", "short", "judge")])
+
+    def _start_episode(self, task: Task, seed: int) -> None:
+        pass
+
+    def _observe(self) -> dict[str, Any]:
+        return {"screenshot": np.zeros((4, 4, 3), np.uint8), "instruction": "go"}
+
+    def _execute(self, action: A.Action) -> None:
+        pass
+
+    def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[Optional[float], dict[str, Any]]:
+        if task.id == "judge":
+            return None, {}
+        return float(getattr(last_action, "answer", None) == "yes"), {}
+
+
+class InlinePool:
+    """``num_envs`` BudgetEnvs with EnvPool's asynchronous interface, answered in call order.
+    ``log`` records (env index, kind, task) per call."""
+
+    call_timeout_s = 5.0
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+        self.envs = [BudgetEnv() for _ in range(num_envs)]
+        self.results: list[PoolResult] = []
+        self.log: list[tuple[int, str, str]] = []
+        self.task = [""] * num_envs
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.results)
+
+    def reset_async(self, i: int, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> None:
+        self.task[i] = options["task"]
+        self.log.append((i, "reset", self.task[i]))
+        self.results.append(PoolResult(i, "reset", self.envs[i].reset(seed=seed, options=options)))
+
+    def step_async(self, i: int, action: str) -> None:
+        self.log.append((i, "step", self.task[i]))
+        self.results.append(PoolResult(i, "step", self.envs[i].step(action)))
+
+    def wait(self, timeout: Optional[float] = None) -> list[PoolResult]:
+        out, self.results = self.results[:1], self.results[1:]  # one at a time: calls interleave
+        return out
+
+
+class Service:
+    """Replies ``text`` to every request (default: a step that ends nothing, so every episode
+    runs its step budget); ``fail_at``: the n-th request raises."""
+
+    def __init__(self, text: str = "wait(seconds=0)", fail_at: Optional[int] = None) -> None:
+        self.text, self.fail_at, self.n = text, fail_at, 0
+
+    def submit(self, req: Any) -> concurrent.futures.Future:
+        from guigym.train.rollout.policy_service import GenResult
+
+        self.n += 1
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        if self.n == self.fail_at:
+            fut.set_exception(RuntimeError("policy worker died"))
+        else:
+            fut.set_result(GenResult(response_ids=[7], logprobs=[-0.5], text=self.text,
+                                     entropy=None, policy_version=self.n))
+        return fut
+
+    def stats(self) -> dict[str, Any]:
+        return {"requests": self.n, "busy_s": 0.0}
+
+
+class Prompts:
+    """A prompt builder without a tokenizer: every prompt is the same two ids."""
+
+    mode = "stepwise"
+
+    def episode(self, instruction: str, guidance: str = "") -> "Prompts":
+        return self
+
+    def prompt(self, obs: dict[str, Any]) -> Any:
+        from guigym.train.rollout.prompts import Prompt
+
+        return Prompt(prompt_ids=[1, 2], images=[], candidates=None, env_mask=[1, 1])
+
+    def add_response(self, ids: list[int], text: str) -> None:
+        pass
+
+
+class Dealer:
+    """Hands out ``plan`` [(task, n rollouts, step budget)] one job per call (``empty_first``
+    empty answers first: back-pressure); records what was pulled and delivered, in order."""
+
+    def __init__(self, plan: list[tuple[str, int, int]], empty_first: int = 0) -> None:
+        self.plan, self.empty = list(plan), empty_first
+        self.asked: list[int] = []
+        self.pulled: list[str] = []
+        self.delivered: list[tuple[str, Any]] = []
+
+    def pull(self, k: int) -> list[StreamJob]:
+        self.asked.append(k)
+        if self.empty:
+            self.empty -= 1
+            return []
+        if not self.plan:
+            return []
+        task, n, budget = self.plan.pop(0)
+        key = f"job{len(self.pulled)}:{task}"
+        self.pulled.append(key)
+        return [StreamJob(key=key, task_id=task, seed=len(self.pulled), n=n, max_steps=budget)]
+
+    def deliver(self, key: Any, group: Any) -> None:
+        self.delivered.append((key, group))
+
+    def stop(self) -> bool:
+        return not self.plan
+
+
+def test_a_free_env_pulls_the_next_job_while_another_job_still_runs():
+    # env 0 runs one 6-step rollout; env 1 meanwhile runs three 1-step jobs pulled one after another.
+    # With a barrier per pull (the old collect-per-batch loop) job2/job3 could start only after job0.
+    pool = InlinePool(2)
+    dealer = Dealer([("long", 1, 6), ("short", 1, 1), ("short", 1, 1), ("short", 1, 1)])
+    sched = RolloutScheduler(pool, Service(), Prompts(), mode="rollout", group_size=1, seed=3, run_id="r")
+    st = sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
+    keys = [k for k, _ in dealer.delivered]
+    assert sorted(keys) == sorted(dealer.pulled) and len(keys) == 4
+    assert keys[-1] == "job0:long", keys  # the long job ends last: the short ones were pulled and done meanwhile
+    env1_tasks = [t for i, kind, t in pool.log if i == 1 and kind == "reset"]
+    assert env1_tasks == ["short", "short", "short"], pool.log
+    # job3's reset came before the long rollout's last step: no barrier between jobs
+    last_long = max(k for k, (i, kind, t) in enumerate(pool.log) if t == "long")
+    third_short = [k for k, (i, kind, t) in enumerate(pool.log) if kind == "reset" and t == "short"][2]
+    assert third_short < last_long, pool.log
+    for key, group in dealer.delivered:
+        (traj,) = group.trajectories
+        traj.validate()
+        assert traj.length == (6 if key.endswith("long") else 1) and traj.group_id == group.group_id
+        assert traj.run_id == "r" and traj.reward == 0.0
+    assert (st.trajectories, st.actions, st.resets, st.lost) == (4, 9, 4, 0)
+    assert sched.last_stats is st
+
+
+def test_groups_are_delivered_whole_and_pulls_ask_for_what_fills_the_free_envs():
+    pool = InlinePool(4)
+    dealer = Dealer([("short", 3, 2), ("long", 3, 4), ("judge", 2, 1)], empty_first=2)
+    answers = Service("done(answer='yes')")
+    sched = RolloutScheduler(pool, answers, Prompts(), mode="rollout", group_size=3, seed=3)
+    sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
+    assert dealer.asked[:3] == [2, 2, 2], dealer.asked  # 4 free envs / G=3 -> 2 jobs; two empty answers retried
+    by_key = dict(dealer.delivered)
+    assert set(by_key) == set(dealer.pulled)
+    for key, group in by_key.items():
+        members = [t.info["member"] for t in group.trajectories]
+        if key.endswith("judge"):
+            assert members == []  # every rollout unscorable: delivered empty so the job is released
+        else:
+            assert members == [0, 1, 2] and all(t.reward == 1.0 and t.success for t in group.trajectories)
+            assert len({t.group_id for t in group.trajectories}) == 1
+    assert sched.last_stats.unscorable == 2
+
+
+def test_stop_ends_pulling_but_every_pulled_job_is_finished():
+    pool = InlinePool(2)
+    dealer = Dealer([("long", 2, 3)] * 10)
+    stopped = []
+
+    def stop() -> bool:
+        return bool(stopped)
+
+    def deliver(key: Any, group: Any) -> None:
+        dealer.deliver(key, group)
+        stopped.append(True)  # stop after the first group
+
+    sched = RolloutScheduler(pool, Service(), Prompts(), mode="rollout", group_size=2, seed=3)
+    sched.stream(dealer.pull, deliver, stop, idle_wait_s=0.001)
+    assert len(dealer.pulled) < 10
+    assert [k for k, _ in dealer.delivered] == dealer.pulled  # nothing pulled is left behind
+    assert all(len(g.trajectories) == 2 for _, g in dealer.delivered)
+
+
+def test_a_policy_error_propagates_and_leaves_the_pool_idle():
+    pool = InlinePool(2)
+    dealer = Dealer([("long", 2, 3)] * 3)
+    sched = RolloutScheduler(pool, Service(fail_at=4), Prompts(), mode="rollout", group_size=2, seed=3)
+    with pytest.raises(RuntimeError, match="policy worker died"):
+        sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
+    assert not pool.busy
+    assert len(dealer.delivered) < len(dealer.pulled)  # the caller abandons the rest
+
+
+def test_stream_refuses_the_lockstep_mode_and_bad_jobs():
+    sched = RolloutScheduler(InlinePool(1), Service(), Prompts(), mode="sync", group_size=1)
+    with pytest.raises(ValueError, match="rollout"):
+        sched.stream(lambda k: [], lambda k, g: None, lambda: True)
+    sched = RolloutScheduler(InlinePool(1), Service(), Prompts(), mode="rollout", group_size=1)
+    bad = [StreamJob(key="x", task_id="short", seed=1, n=0)]
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        sched.stream(lambda k: bad, lambda k, g: None, lambda: False)
