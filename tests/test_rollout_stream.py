@@ -16,6 +16,7 @@ from guigym.core import actions as A
 from guigym.core.task import Task
 from guigym.envs.base import GUIEnv
 from guigym.envs.pool import PoolResult
+from train_helpers import FixedPrompts
 from guigym.train.rollout.scheduler import RolloutScheduler, StreamJob
 
 
@@ -97,23 +98,6 @@ class Service:
         return {"requests": self.n, "busy_s": 0.0}
 
 
-class Prompts:
-    """A prompt builder without a tokenizer: every prompt is the same two ids."""
-
-    mode = "stepwise"
-
-    def episode(self, instruction: str, guidance: str = "") -> "Prompts":
-        return self
-
-    def prompt(self, obs: dict[str, Any]) -> Any:
-        from guigym.train.rollout.prompts import Prompt
-
-        return Prompt(prompt_ids=[1, 2], images=[], candidates=None, env_mask=[1, 1])
-
-    def add_response(self, ids: list[int], text: str) -> None:
-        pass
-
-
 class Dealer:
     """Hands out ``plan`` [(task, n rollouts, step budget)] one job per call (``empty_first``
     empty answers first: back-pressure); records what was pulled and delivered, in order."""
@@ -148,7 +132,7 @@ def test_a_free_env_pulls_the_next_job_while_another_job_still_runs():
     # With a barrier per pull (the old collect-per-batch loop) job2/job3 could start only after job0.
     pool = InlinePool(2)
     dealer = Dealer([("long", 1, 6), ("short", 1, 1), ("short", 1, 1), ("short", 1, 1)])
-    sched = RolloutScheduler(pool, Service(), Prompts(), mode="rollout", group_size=1, seed=3, run_id="r")
+    sched = RolloutScheduler(pool, Service(), FixedPrompts(), mode="rollout", group_size=1, seed=3, run_id="r")
     st = sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
     keys = [k for k, _ in dealer.delivered]
     assert sorted(keys) == sorted(dealer.pulled) and len(keys) == 4
@@ -172,7 +156,7 @@ def test_groups_are_delivered_whole_and_pulls_ask_for_what_fills_the_free_envs()
     pool = InlinePool(4)
     dealer = Dealer([("short", 3, 2), ("long", 3, 4), ("judge", 2, 1)], empty_first=2)
     answers = Service("done(answer='yes')")
-    sched = RolloutScheduler(pool, answers, Prompts(), mode="rollout", group_size=3, seed=3)
+    sched = RolloutScheduler(pool, answers, FixedPrompts(), mode="rollout", group_size=3, seed=3)
     sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
     assert dealer.asked[:3] == [2, 2, 2], dealer.asked  # 4 free envs / G=3 -> 2 jobs; two empty answers retried
     by_key = dict(dealer.delivered)
@@ -199,7 +183,7 @@ def test_stop_ends_pulling_but_every_pulled_job_is_finished():
         dealer.deliver(key, group)
         stopped.append(True)  # stop after the first group
 
-    sched = RolloutScheduler(pool, Service(), Prompts(), mode="rollout", group_size=2, seed=3)
+    sched = RolloutScheduler(pool, Service(), FixedPrompts(), mode="rollout", group_size=2, seed=3)
     sched.stream(dealer.pull, deliver, stop, idle_wait_s=0.001)
     assert len(dealer.pulled) < 10
     assert [k for k, _ in dealer.delivered] == dealer.pulled  # nothing pulled is left behind
@@ -209,7 +193,7 @@ def test_stop_ends_pulling_but_every_pulled_job_is_finished():
 def test_a_policy_error_propagates_and_leaves_the_pool_idle():
     pool = InlinePool(2)
     dealer = Dealer([("long", 2, 3)] * 3)
-    sched = RolloutScheduler(pool, Service(fail_at=4), Prompts(), mode="rollout", group_size=2, seed=3)
+    sched = RolloutScheduler(pool, Service(fail_at=4), FixedPrompts(), mode="rollout", group_size=2, seed=3)
     with pytest.raises(RuntimeError, match="policy worker died"):
         sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
     assert not pool.busy
@@ -217,10 +201,10 @@ def test_a_policy_error_propagates_and_leaves_the_pool_idle():
 
 
 def test_stream_refuses_the_lockstep_mode_and_bad_jobs():
-    sched = RolloutScheduler(InlinePool(1), Service(), Prompts(), mode="sync", group_size=1)
+    sched = RolloutScheduler(InlinePool(1), Service(), FixedPrompts(), mode="sync", group_size=1)
     with pytest.raises(ValueError, match="rollout"):
         sched.stream(lambda k: [], lambda k, g: None, lambda: True)
-    sched = RolloutScheduler(InlinePool(1), Service(), Prompts(), mode="rollout", group_size=1)
+    sched = RolloutScheduler(InlinePool(1), Service(), FixedPrompts(), mode="rollout", group_size=1)
     bad = [StreamJob(key="x", task_id="short", seed=1, n=0)]
     with pytest.raises(ValueError, match="n must be >= 1"):
         sched.stream(lambda k: bad, lambda k, g: None, lambda: False)

@@ -15,6 +15,7 @@ from guigym.core import actions as A
 from guigym.core.task import Task
 from guigym.envs.base import GUIEnv
 from guigym.envs.pool import PoolResult
+from train_helpers import FixedPrompts
 from guigym.eval.report import build_report_html, write_results_csv
 from guigym.eval.runner import EvalConfig, read_jsonl, run_eval
 from guigym.eval.summary import render_table, summarize
@@ -161,29 +162,12 @@ class ScriptedService:
         return {"requests": self.n, "busy_s": 0.0}
 
 
-class Prompts:
-    """A prompt builder without a tokenizer: every prompt is the same two ids."""
-
-    mode = "stepwise"
-
-    def episode(self, instruction: str, guidance: str = "") -> "Prompts":
-        return self
-
-    def prompt(self, obs: dict[str, Any]) -> Any:
-        from guigym.train.rollout.prompts import Prompt
-
-        return Prompt(prompt_ids=[1, 2], images=[], candidates=None, env_mask=[1, 1])
-
-    def add_response(self, ids: list[int], text: str) -> None:
-        pass
-
-
 @pytest.mark.parametrize("mode", ["rollout", "sync"])
 def test_scheduler_leaves_unscorable_rollouts_out_of_their_group_and_counts_them(mode):
     from guigym.train.rollout.scheduler import RolloutScheduler
 
     # members 0, 1, 2 answer yes, judge, no: the group holds the scored two (1.0 and 0.0), not a third 0.0
-    sched = RolloutScheduler(InlinePool(), ScriptedService(["yes", "judge", "no"]), Prompts(), mode=mode,
+    sched = RolloutScheduler(InlinePool(), ScriptedService(["yes", "judge", "no"]), FixedPrompts(), mode=mode,
                              group_size=3, seed=1)
     (group,) = sched.collect(["t"], seeds=[4])
     assert [t.info["member"] for t in group.trajectories] == [0, 2]
@@ -191,6 +175,6 @@ def test_scheduler_leaves_unscorable_rollouts_out_of_their_group_and_counts_them
     st = sched.last_stats
     assert (st.trajectories, st.unscorable, st.success_rate) == (2, 1, 0.5)
     # every member unscorable: no group at all (nothing to learn from)
-    sched = RolloutScheduler(InlinePool(), ScriptedService(["judge"]), Prompts(), mode=mode, group_size=2, seed=1)
+    sched = RolloutScheduler(InlinePool(), ScriptedService(["judge"]), FixedPrompts(), mode=mode, group_size=2, seed=1)
     assert sched.collect(["t"], seeds=[4]) == []
     assert (sched.last_stats.trajectories, sched.last_stats.unscorable) == (0, 2)

@@ -103,3 +103,21 @@ def capture_updates(t: Any) -> list[list[Any]]:
 
     t.learner.update = update
     return seen
+
+
+class FixedPrompts:
+    """A PromptBuilder stand-in for scheduler tests without a tokenizer: every prompt is the same
+    two ids (``Prompt(prompt_ids=[1, 2])``), responses are ignored."""
+
+    mode = "stepwise"
+
+    def episode(self, instruction: str, guidance: str = "") -> "FixedPrompts":
+        return self
+
+    def prompt(self, obs: dict[str, Any]) -> Any:
+        from guigym.train.rollout.prompts import Prompt
+
+        return Prompt(prompt_ids=[1, 2], images=[], candidates=None, env_mask=[1, 1])
+
+    def add_response(self, ids: list[int], text: str) -> None:
+        pass
