@@ -152,13 +152,13 @@ def test_a_free_env_pulls_the_next_job_while_another_job_still_runs():
     assert sched.last_stats is st
 
 
-def test_groups_are_delivered_whole_and_pulls_ask_for_what_fills_the_free_envs():
+def test_groups_are_delivered_whole_and_pulls_ask_for_the_free_envs():
     pool = InlinePool(4)
     dealer = Dealer([("short", 3, 2), ("long", 3, 4), ("judge", 2, 1)], empty_first=2)
     answers = Service("done(answer='yes')")
     sched = RolloutScheduler(pool, answers, FixedPrompts(), mode="rollout", group_size=3, seed=3)
     sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
-    assert dealer.asked[:3] == [2, 2, 2], dealer.asked  # 4 free envs / G=3 -> 2 jobs; two empty answers retried
+    assert dealer.asked[:3] == [4, 4, 4], dealer.asked  # 4 free envs; two empty answers, asked again
     by_key = dict(dealer.delivered)
     assert set(by_key) == set(dealer.pulled)
     for key, group in by_key.items():
@@ -205,6 +205,63 @@ def test_stream_refuses_the_lockstep_mode_and_bad_jobs():
     with pytest.raises(ValueError, match="rollout"):
         sched.stream(lambda k: [], lambda k, g: None, lambda: True)
     sched = RolloutScheduler(InlinePool(1), Service(), FixedPrompts(), mode="rollout", group_size=1)
-    bad = [StreamJob(key="x", task_id="short", seed=1, n=0)]
-    with pytest.raises(ValueError, match="n must be >= 1"):
-        sched.stream(lambda k: bad, lambda k, g: None, lambda: False)
+    for members in ([], [0, 0], [2]):
+        bad = [StreamJob(key="x", task_id="short", seed=1, n=2, members=members)]
+        with pytest.raises(ValueError, match="members must be distinct"):
+            sched.stream(lambda k: bad, lambda k, g: None, lambda: False)
+
+
+def test_a_slice_of_a_group_runs_its_own_members():
+    # a data manager that deals single rollouts: members 1 and 3 of a group of 4 run here
+    pool = InlinePool(2)
+    jobs = [[StreamJob(key="g/1,3", task_id="short", seed=9, n=4, members=[3, 1], max_steps=2)]]
+    got = []
+    sched = RolloutScheduler(pool, Service(), FixedPrompts(), mode="rollout", group_size=4, seed=3)
+    sched.stream(lambda k: jobs.pop() if jobs else [], lambda k, g: got.append((k, g)), lambda: not jobs)
+    ((key, group),) = got
+    assert key == "g/1,3" and [t.info["member"] for t in group.trajectories] == [1, 3]
+    assert all(t.seed == 9 and t.length == 2 for t in group.trajectories)
+
+
+# ---- the Data Manager deals rollouts, not groups ---------------------------------------------------------
+def _traj(run_id: str, job: dict, member: int, reward: float = 1.0):
+    from guigym.train.data.types import Step, Trajectory, new_traj_id
+
+    step = Step(prompt_ids=[1, 2], response_ids=[7], rollout_logprobs=[-0.5], policy_version=0)
+    return Trajectory(traj_id=new_traj_id(), run_id=run_id, task_id=job["task_id"], seed=job["seed"],
+                      group_id=job["group_id"], steps=[step], reward=reward, info={"member": member})
+
+
+def test_the_data_manager_deals_single_rollouts_and_releases_a_group_once_all_its_members_ended(tmp_path):
+    from guigym.train.data.store import DataStore
+    from guigym.train.decoupled.data_manager import DataManager
+
+    url = f"sqlite:///{tmp_path / 'dm.db'}"
+    run_id = DataStore(url).start_run("dm")
+    dm = DataManager(url, None, run_id, tasks=["a", "b"], group_size=4, seed=0, seed_start=100, seed_count=50,
+                     max_buffered=2)
+    (j1,) = dm.next_jobs(1)  # one free env takes one rollout, not a whole group
+    assert (j1["task_id"], j1["n"], j1["members"]) == ("a", 4, [0])
+    j2, j3 = dm.next_jobs(5)  # the rest of group a first, then the start of group b
+    assert j2["group_id"] == j1["group_id"] and j2["members"] == [1, 2, 3] and j2["seed"] == j1["seed"]
+    assert (j3["task_id"], j3["members"]) == ("b", [0, 1])
+    (j4,) = dm.next_jobs(10)  # the buffer holds 2 groups: only b's last two members are left
+    assert j4["group_id"] == j3["group_id"] and j4["members"] == [2, 3]
+    assert dm.next_jobs(3) == []
+
+    # group a: member 0 here, members 1-3 elsewhere (2 unscorable: it ends without a trajectory)
+    assert dm.add_group(j1["group_id"], [_traj(run_id, j1, 0)], [0]) == 0
+    assert dm.take(1, timeout_s=0.05) == ([], 0)  # not released while members run
+    assert dm.add_group(j2["group_id"], [_traj(run_id, j2, 3), _traj(run_id, j2, 1)], [1, 2, 3]) == 3
+    (group,), cursor = dm.take(1, timeout_s=1.0)
+    assert [t.info["member"] for t in group.trajectories] == [0, 1, 3] and cursor > 0
+    assert len(DataStore(url).get_trajectories(run_id)) == 3
+
+    # group b: one slice's cluster failed: the group is dropped, never released, and frees its slot
+    dm.abandon(j3["group_id"], [0, 1])
+    assert dm.status()["running"] == 1
+    assert dm.add_group(j4["group_id"], [_traj(run_id, j4, 2), _traj(run_id, j4, 3)], [2, 3]) == 0
+    assert dm.status()["running"] == 0 and dm.take(1, timeout_s=0.05) == ([], 0)
+    (j5,) = dm.next_jobs(2)
+    assert (j5["task_id"], j5["members"]) == ("a", [0, 1]) and j5["group_id"] not in (j1["group_id"], j3["group_id"])
+    dm.close()

@@ -404,8 +404,8 @@ class DecoupledConfig(_Section):
     num_env_clusters: int = Field(
         1, gt=0, description="env-cluster actors; env.num_envs envs are split among them and each pulls tasks from "
                              "the data manager on its own. Within a cluster the envs run rollout-wise with no barrier "
-                             "between jobs: a free env starts the next pending rollout or pulls the next job at once "
-                             "(DART sec. 3.4) (default 1)")
+                             "between jobs: a free env starts the next pending rollout or pulls the next one at once, "
+                             "and a group's members may run in different clusters (DART sec. 3.4) (default 1)")
     max_buffered_groups: Optional[int] = Field(
         None, gt=0, description="back-pressure: env clusters start no new group while this many groups are "
                                 "running or ready but not yet trained on (null = 2 x groups_per_update)")

@@ -2,7 +2,7 @@
 Decoupled Training and Adaptive Data Curation", sec. 3): four long-lived services as Ray actors,
 none of which waits for another (``run.topology: decoupled``; knobs in the ``decoupled`` section)::
 
-        tasks (round robin, seeds)                      finished groups (all N stored)
+     rollouts (slices of groups)                        finished groups (all N ended)
    +--------------+  next_jobs   +--------------+  take(k)  +-----------+
    | Data Manager | -----------> |  Env Cluster | ........> |  Trainer  |
    |  (DataStore: | <----------- |  (envs, roll-|           |  (learner |
@@ -17,10 +17,10 @@ none of which waits for another (``run.topology: decoupled``; knobs in the ``dec
                                | reloading at once, the rest serving   |
                                +---------------------------------------+
 
-* :mod:`~guigym.train.decoupled.data_manager` -- hands out group jobs, stores finished groups,
-  releases them FIFO; resume cursor.
-* :mod:`~guigym.train.decoupled.env_cluster` -- envs that keep pulling jobs (RolloutScheduler,
-  rollout-wise) and report groups.
+* :mod:`~guigym.train.decoupled.data_manager` -- deals single rollouts of groups (tasks round
+  robin, seeds), stores a group once all its members ended, releases groups FIFO; resume cursor.
+* :mod:`~guigym.train.decoupled.env_cluster` -- envs that pull a rollout whenever one is free
+  (``RolloutScheduler.stream``) and report the members they ran.
 * :mod:`~guigym.train.decoupled.rollout_service` -- the worker pool (HF engines / HTTP servers),
   staggered weight refresh.
 * :mod:`~guigym.train.decoupled.trainer` -- the update loop on ready groups with the staleness

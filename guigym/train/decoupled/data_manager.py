@@ -3,13 +3,20 @@ groups in the DataStore, releases them to the trainer in the order they were sto
 
 ::
 
-    env cluster --next_jobs()--> [job: group_id, task_id, seed, n]      (back-pressure: None)
-    env cluster --add_group(group_id, trajectories)--> DataStore + ready queue
+    env cluster --next_jobs(k)--> [job: group_id, task_id, seed, n, members]   (back-pressure: [])
+    env cluster --add_group(group_id, trajectories, members)--> DataStore + ready queue
     trainer     --take(k)--> k groups (FIFO) + cursor = newest stored row id among them
 
+Rollout-wise dealing (DART sec. 3.4: the trajectory is the scheduling unit): ``next_jobs(k)``
+hands out ``k`` rollouts, not ``k`` groups. A job is a slice of one group (``members``, a subset
+of ``range(n)``); the members of a group may run in different env clusters, and a cluster with
+one free env takes one rollout, leaving the group's other members to whichever env frees next,
+in any cluster. A group is stored and released only once all ``n`` members have ended (an
+unscorable one ends without a trajectory, so it is not in the group); until then its finished
+trajectories wait here, in memory.
+
 Storage is the SQL DataStore (SQLite file locally, any SQLAlchemy URL such as PostgreSQL across
-nodes); a group is released only once all its rollouts finished and are stored (unscorable ones
-are not in it). Groups leave the ready queue in insertion order, so "everything stored up to row
+nodes). Groups leave the ready queue in insertion order, so "everything stored up to row
 id ``cursor``" is exactly what the trainer has consumed; the trainer keeps the cursor in its
 checkpoint, and a resumed Data Manager re-releases every on-policy trajectory stored after it
 (nothing stored is lost, nothing consumed comes back).
@@ -56,7 +63,8 @@ class DataManager:
         self.max_buffered = int(max_buffered)
         self.log = EventLog("data")
         self._lock = threading.Condition()
-        self._running: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, dict[str, Any]] = {}  # group id -> job + dealt/ended members, trajectories
+        self._open: deque[str] = deque()  # running groups with members not dealt yet, oldest first
         self._ready: deque[tuple[Any, int]] = deque()  # (Group, newest row id)
         state = self.store.get_state(run_id, STATE_DEALT) or {}
         self._dealt = int(state.get("n", 0))
@@ -82,44 +90,88 @@ class DataManager:
 
     # ---- env clusters -------------------------------------------------------------------------
     def next_jobs(self, n: int) -> list[dict[str, Any]]:
-        """Up to ``n`` new group jobs ``{"group_id", "task_id", "seed", "n"}`` (fewer or none when
-        ``max_buffered`` groups are running or waiting for the trainer)."""
-        out = []
-        with self._lock:
-            while len(out) < n and len(self._running) + len(self._ready) < self.max_buffered:
-                k = self._dealt
-                rng = random.Random(f"{self.seed}/decoupled/{k}")
-                job = {"group_id": uuid.uuid4().hex, "task_id": self.tasks[k % len(self.tasks)],
-                       "seed": self.seed_start + rng.randrange(self.seed_count), "n": self.group_size}
-                self._dealt += 1
-                self._running[job["group_id"]] = job
-                out.append(job)
-            dealt = self._dealt
-        if out:
-            self.store.set_state(self.run_id, STATE_DEALT, {"n": dealt})
-        return out
+        """Up to ``n`` rollouts as jobs ``{"group_id", "task_id", "seed", "n", "members"}``: the
+        undealt members of the oldest open group first, then new groups; fewer or none once
+        ``max_buffered`` groups are running (dealt, not all ended) or waiting for the trainer."""
+        from guigym.core.errors import ConfigError
 
-    def add_group(self, group_id: str, trajs: Sequence[Any]) -> int:
-        """Store a finished group and release it to the trainer; returns its size."""
+        if n < 1:
+            raise ConfigError(f"next_jobs: n must be >= 1 rollouts, got {n}")
+        out: dict[str, dict[str, Any]] = {}
+        opened = False
+        with self._lock:
+            left = n
+            while left > 0:
+                if not self._open:
+                    if len(self._running) + len(self._ready) >= self.max_buffered:
+                        break
+                    k = self._dealt
+                    rng = random.Random(f"{self.seed}/decoupled/{k}")
+                    gid = uuid.uuid4().hex
+                    self._running[gid] = {"task_id": self.tasks[k % len(self.tasks)],
+                                          "seed": self.seed_start + rng.randrange(self.seed_count),
+                                          "n": self.group_size, "dealt": 0, "ended": 0, "trajs": [],
+                                          "abandoned": False}
+                    self._open.append(gid)
+                    self._dealt += 1
+                    opened = True
+                gid = self._open[0]
+                g = self._running[gid]
+                take = min(left, g["n"] - g["dealt"])
+                job = out.setdefault(gid, {"group_id": gid, "task_id": g["task_id"], "seed": g["seed"], "n": g["n"],
+                                           "members": []})
+                job["members"] += list(range(g["dealt"], g["dealt"] + take))
+                g["dealt"] += take
+                left -= take
+                if g["dealt"] == g["n"]:
+                    self._open.popleft()
+            dealt = self._dealt
+        if opened:
+            self.store.set_state(self.run_id, STATE_DEALT, {"n": dealt})
+        return list(out.values())
+
+    def add_group(self, group_id: str, trajs: Sequence[Any], members: Optional[Sequence[int]] = None) -> int:
+        """``members`` of group ``group_id`` ended with these trajectories (unscorable members
+        have none; default: every member). Once all its members ended, the group is stored and
+        released to the trainer; returns the number of trajectories stored now."""
         from guigym.train.data.types import Group
 
         t0 = time.time()
         with self._lock:  # store + enqueue together: queue order == insertion order (the cursor relies on it)
-            job = self._running.pop(group_id, None)
-            if trajs:
-                self.store.add_trajectories(self.run_id, list(trajs))
-                last = max(self.store.row_ids([t.traj_id for t in trajs]).values())
-                task = job["task_id"] if job else trajs[0].task_id
-                self._ready.append((Group(group_id, task, list(trajs)), last))
-                self.released += 1
-            self._lock.notify_all()
-        self.log.add("release", "data", t0, time.time(), group_id=group_id, size=len(trajs))
-        return len(trajs)
-
-    def abandon(self, group_id: str) -> None:
-        """An env cluster gave up on a job (its envs failed): it no longer counts as running."""
-        with self._lock:
+            g = self._running.get(group_id)
+            if g is None:  # not dealt by this manager (e.g. before a restart): store it as it is
+                g = {"task_id": trajs[0].task_id if trajs else "", "n": 0, "ended": 0, "trajs": [],
+                     "abandoned": False}
+            g["trajs"] += list(trajs)
+            g["ended"] += len(members) if members is not None else g["n"]
+            if g["ended"] < g["n"]:
+                self._running[group_id] = g
+                return 0
             self._running.pop(group_id, None)
+            stored = 0
+            if g["trajs"] and not g["abandoned"]:
+                members_of = sorted(g["trajs"], key=lambda t: t.info.get("member", 0))
+                self.store.add_trajectories(self.run_id, members_of)
+                last = max(self.store.row_ids([t.traj_id for t in members_of]).values())
+                self._ready.append((Group(group_id, g["task_id"], members_of), last))
+                self.released += 1
+                stored = len(members_of)
+            self._lock.notify_all()
+        self.log.add("release", "data", t0, time.time(), group_id=group_id, size=stored)
+        return stored
+
+    def abandon(self, group_id: str, members: Optional[Sequence[int]] = None) -> None:
+        """An env cluster gave up on ``members`` of a group (default: all it was dealt): the group
+        is dropped, never released, once all its members ended; it no longer counts as running."""
+        with self._lock:
+            g = self._running.get(group_id)
+            if g is not None:
+                g["abandoned"] = True
+                g["ended"] += len(members) if members is not None else g["n"] - g["ended"]
+                if g["ended"] >= g["n"]:
+                    self._running.pop(group_id, None)
+                    if group_id in self._open:
+                        self._open.remove(group_id)
             self._lock.notify_all()
 
     # ---- trainer ------------------------------------------------------------------------------

@@ -6,14 +6,15 @@ actors per env with ``run.backend: ray``, worker processes otherwise) and runs
 :meth:`RolloutScheduler.stream <guigym.train.rollout.scheduler.RolloutScheduler.stream>` until
 stopped::
 
-    env i is free, nothing pending -> data_manager.next_jobs(ceil(free / N))   # none while the
-                                                                              #   buffer is full
+    k envs free, nothing pending -> data_manager.next_jobs(k)      # k rollouts (slices of groups);
+                                                                     #   none while the buffer is full
     each env asks for its next action as soon as its observation is ready
-    a job's N-th rollout ends      -> data_manager.add_group(group_id, trajectories)
+    a job's last rollout ends    -> data_manager.add_group(group_id, trajectories, members)
 
 The trajectory is the scheduling unit (Figure 3 (c)): an env that finishes a rollout starts the
-next pending one, or pulls the next job, while the other envs are mid-episode; there is no barrier
-between jobs. Actions come from the rollout service (whatever version each worker serves right
+next pending one, or pulls the next rollout, while the other envs are mid-episode; there is no
+barrier between jobs, and a cluster holds no more rollouts than it has envs to run them, so a
+group's members spread over whichever clusters have free envs. Actions come from the rollout service (whatever version each worker serves right
 now; each step records it in ``Step.policy_version``). The cluster never waits for the trainer;
 it only stops taking jobs under the data manager's back-pressure. On stop it pulls nothing more
 and finishes the jobs it holds.
@@ -139,7 +140,6 @@ class EnvCluster:
         self.run_id = run_id
         self._stop = threading.Event()
         self._closed = False
-        self.groups_done = 0
         self.totals = {"actions": 0, "trajectories": 0, "lost": 0, "unscorable": 0}
 
     def run(self) -> dict[str, Any]:
@@ -149,28 +149,31 @@ class EnvCluster:
 
         from guigym.train.rollout.scheduler import StreamJob
 
-        undelivered: dict[str, None] = {}  # group ids pulled and not yet stored (insertion-ordered)
+        undelivered: dict[tuple[str, tuple[int, ...]], None] = {}  # (group id, members) pulled, not yet reported
 
         def pull(k: int) -> list[StreamJob]:
-            jobs = ray.get(self.dm.next_jobs.remote(k))  # none under back-pressure: the trainer is behind
+            jobs = ray.get(self.dm.next_jobs.remote(k))  # k rollouts; none under back-pressure
+            out = []
             for j in jobs:
-                undelivered[j["group_id"]] = None
-            return [StreamJob(key=j["group_id"], task_id=j["task_id"], seed=j["seed"], n=j["n"]) for j in jobs]
+                key = (j["group_id"], tuple(j["members"]))
+                undelivered[key] = None
+                out.append(StreamJob(key=key, task_id=j["task_id"], seed=j["seed"], n=j["n"], members=j["members"]))
+            return out
 
-        def deliver(group_id: str, group: Any) -> None:
+        def deliver(key: tuple[str, tuple[int, ...]], group: Any) -> None:
+            group_id, members = key
             for t in group.trajectories:
                 t.group_id = group_id
                 t.run_id = self.run_id
                 t.info = {**t.info, "env_cluster": self.index}
-            ray.get(self.dm.add_group.remote(group_id, group.trajectories))
-            undelivered.pop(group_id, None)
-            self.groups_done += 1
+            ray.get(self.dm.add_group.remote(group_id, group.trajectories, list(members)))
+            undelivered.pop(key, None)
 
         try:
             self.scheduler.stream(pull, deliver, self._stop.is_set)
         except BaseException:
-            for group_id in undelivered:
-                ray.get(self.dm.abandon.remote(group_id))
+            for group_id, members in undelivered:
+                ray.get(self.dm.abandon.remote(group_id, list(members)))
             raise
         finally:
             s = self.scheduler.last_stats

@@ -125,15 +125,24 @@ class _Job:
 
 @dataclass
 class StreamJob:
-    """One group job for :meth:`RolloutScheduler.stream`: ``n`` rollouts of ``task_id`` with episode
-    seed ``seed``; ``key`` is the caller's name for it (e.g. the data manager's group id) and comes
-    back with the finished group; ``max_steps`` None = the scheduler's budget."""
+    """One job for :meth:`RolloutScheduler.stream`: rollouts of ``task_id`` with episode seed
+    ``seed``, as members ``members`` of a group of ``n`` (default: all ``n``; a data manager that
+    deals single rollouts hands out slices). ``key`` is the caller's name for the job and comes
+    back with its finished (part of the) group; ``max_steps`` None = the scheduler's budget."""
 
     key: Any
     task_id: str
     seed: int
     n: int
     max_steps: Optional[int] = None
+    members: Optional[Sequence[int]] = None
+
+    def member_ids(self) -> list[int]:
+        ids = list(range(int(self.n))) if self.members is None else [int(m) for m in self.members]
+        if not ids or any(m < 0 or m >= self.n for m in ids) or len(set(ids)) != len(ids):
+            raise ValueError(f"stream job {self.key!r}: members must be distinct ids in [0, n={self.n}), "
+                             f"at least one; got {self.members!r}")
+        return ids
 
 
 @dataclass
@@ -272,11 +281,11 @@ class RolloutScheduler:
         """Rollout-wise sampling with no barrier between jobs (DART sec. 3.4, Figure 3 (c)); returns
         the stats of the whole call (also in :attr:`last_stats`). ``rollout`` mode only.
 
-        ``pull(k)`` is called when an env is free and no rollout is pending, with ``k`` = the number
-        of jobs that would fill the free envs (``ceil(free / G)``); it returns up to ``k``
-        :class:`StreamJob` (none under back-pressure: asked again after ``idle_wait_s``).
-        ``deliver(key, group)`` gets each job's :class:`Group` the moment its last rollout ended
-        (trajectories sorted by member; empty when every rollout was unscorable). Once ``stop()``
+        ``pull(k)`` is called when ``k`` envs are free and no rollout is pending; it returns
+        :class:`StreamJob` s, ideally ``k`` rollouts in all (none under back-pressure: asked again
+        after ``idle_wait_s``). ``deliver(key, group)`` gets each job's :class:`Group` the moment
+        its last rollout ended (its members' trajectories sorted by member; empty when every
+        rollout was unscorable). Once ``stop()``
         is true nothing more is pulled, and the call returns when every pulled job is delivered.
         On an error the pool is drained and the error propagates; jobs pulled and not delivered
         are the caller's to abandon."""
@@ -289,15 +298,14 @@ class RolloutScheduler:
 
         def refill(free: int) -> list[_Job]:
             new: list[_Job] = []
-            for sj in pull(max(1, -(-free // self.group_size))):
-                if int(sj.n) < 1:
-                    raise ValueError(f"stream job {sj.key!r}: n must be >= 1, got {sj.n}")
+            for sj in pull(free):
+                members = sj.member_ids()
                 g = len(groups)
                 groups.append(Group(group_id=uuid.uuid4().hex, task_id=sj.task_id))
                 keys.append(sj.key)
                 done[g] = []
                 budget = sj.max_steps if sj.max_steps is not None else self._budget(sj.task_id)
-                new += [_Job(g, m, sj.task_id, int(sj.seed), budget) for m in range(int(sj.n))]
+                new += [_Job(g, m, sj.task_id, int(sj.seed), budget) for m in members]
             return new
 
         def complete(g: int) -> None:
