@@ -30,3 +30,29 @@ def test_vlc_survives_the_a11y_walk_of_its_observations():
         assert 'name="vlc"' in obs["a11y"] and "app-timeout" not in str(info.get("a11y_truncated") or "")
     finally:
         env.close()
+
+
+def test_the_walk_reaches_agent_zone_apps_peer_to_peer():
+    """libatspi calls each app on the app's own socket (``$XDG_RUNTIME_DIR/at-spi2-*/socket``);
+    the server's runtime directory is not the agent zone's, so without the links a11y.py makes
+    libatspi warns "Unable to open bus connection" (in the server's log) and routes every call
+    through the bus daemon, which made GIMP's walk about twice as slow."""
+    need_desktop()
+    if shutil.which("gimp") is None:
+        pytest.skip("GIMP is not installed (scripts/install.sh installs it)")
+    import gymnasium as gym
+
+    import guigym  # noqa: F401 - registers the envs
+
+    env = gym.make("OSWorld-v0", suite="embedded").unwrapped
+    try:
+        env.observe_a11y = True
+        obs, _ = env.reset(options={"task": "gimp-flip-horizontal"})
+        for _ in range(2):
+            obs, _, _, _, _ = env.step("wait(seconds=1)")
+        assert 'name="gimp"' in obs["a11y"]
+        log = (env.provider.run_dir / "logs" / "server.log").read_text(errors="replace")
+        assert "listening on" in log  # the log is the server's (its stderr goes there too)
+        assert "Unable to open bus connection" not in log, log[-2000:]
+    finally:
+        env.close()
