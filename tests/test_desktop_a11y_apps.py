@@ -10,17 +10,23 @@ import pytest
 from desktop_needs import need_desktop
 
 
-def test_vlc_survives_the_a11y_walk_of_its_observations():
+def embedded_env_with(program: str):
+    """The embedded OSWorld-v0 env with a11y observations, or a skip when ``program`` is absent."""
     need_desktop()
-    if shutil.which("vlc") is None:
-        pytest.skip("VLC is not installed (scripts/install.sh installs it)")
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed (scripts/install.sh installs it)")
     import gymnasium as gym
 
     import guigym  # noqa: F401 - registers the envs
 
     env = gym.make("OSWorld-v0", suite="embedded").unwrapped
+    env.observe_a11y = True
+    return env
+
+
+def test_vlc_survives_the_a11y_walk_of_its_observations():
+    env = embedded_env_with("vlc")
     try:
-        env.observe_a11y = True
         obs, _ = env.reset(options={"task": "vlc-minimal-view"})
         assert 'name="vlc"' in obs["a11y"]  # its tree was walked (the application node)
         for _ in range(2):
@@ -37,16 +43,8 @@ def test_the_walk_reaches_agent_zone_apps_peer_to_peer():
     the server's runtime directory is not the agent zone's, so without the links a11y.py makes
     libatspi warns "Unable to open bus connection" (in the server's log) and routes every call
     through the bus daemon, which made GIMP's walk about twice as slow."""
-    need_desktop()
-    if shutil.which("gimp") is None:
-        pytest.skip("GIMP is not installed (scripts/install.sh installs it)")
-    import gymnasium as gym
-
-    import guigym  # noqa: F401 - registers the envs
-
-    env = gym.make("OSWorld-v0", suite="embedded").unwrapped
+    env = embedded_env_with("gimp")
     try:
-        env.observe_a11y = True
         obs, _ = env.reset(options={"task": "gimp-flip-horizontal"})
         for _ in range(2):
             obs, _, _, _, _ = env.step("wait(seconds=1)")
