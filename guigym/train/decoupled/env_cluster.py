@@ -14,8 +14,9 @@ stopped::
 The trajectory is the scheduling unit (Figure 3 (c)): an env that finishes a rollout starts the
 next pending one, or pulls the next rollout, while the other envs are mid-episode; there is no
 barrier between jobs, and a cluster holds no more rollouts than it has envs to run them, so a
-group's members spread over whichever clusters have free envs. Actions come from the rollout service (whatever version each worker serves right
-now; each step records it in ``Step.policy_version``). The cluster never waits for the trainer;
+group's members spread over whichever clusters have free envs. Actions come from the rollout
+service (whatever version each worker serves right now; each step records it in
+``Step.policy_version``). The cluster never waits for the trainer;
 it only stops taking jobs under the data manager's back-pressure. On stop it pulls nothing more
 and finishes the jobs it holds.
 

@@ -16,9 +16,9 @@ Modes:
   and the next batch starts only when every episode of the batch has ended.
 
 ``stream(pull, deliver, stop)`` is the rollout-wise loop without any barrier between jobs (DART's
-Env Cluster, sec. 3.4): whenever an env is free and no rollout is pending, it pulls the next group
-job (``pull``), and each group is handed over (``deliver``) the moment its last rollout ends,
-while the other envs keep running. ``collect`` is the same loop over a fixed job list.
+Env Cluster, sec. 3.4): whenever envs are free and no rollout is pending, it pulls new jobs
+(``pull``; a job is a group or a slice of one), and each job's rollouts are handed over
+(``deliver``) the moment its last one ends, while the other envs keep running. ``collect`` is the same loop over a fixed job list.
 
 Lost rollouts (an :class:`~guigym.core.errors.EnvInfraError` in the worker, a worker that died or
 hung: ``PoolResult.lost``) are discarded and run again from reset (``stats.retries``); they are
@@ -285,8 +285,7 @@ class RolloutScheduler:
         :class:`StreamJob` s, ideally ``k`` rollouts in all (none under back-pressure: asked again
         after ``idle_wait_s``). ``deliver(key, group)`` gets each job's :class:`Group` the moment
         its last rollout ended (its members' trajectories sorted by member; empty when every
-        rollout was unscorable). Once ``stop()``
-        is true nothing more is pulled, and the call returns when every pulled job is delivered.
+        rollout was unscorable). Once ``stop()`` is true nothing more is pulled, and the call returns when every pulled job is delivered.
         On an error the pool is drained and the error propagates; jobs pulled and not delivered
         are the caller's to abandon."""
         if self.mode != "rollout":

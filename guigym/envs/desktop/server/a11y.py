@@ -215,8 +215,8 @@ def _link_app_sockets() -> None:
     _ask_new_apps()
     own = os.environ.get("XDG_RUNTIME_DIR")
     try:
-        theirs = z["env"]["XDG_RUNTIME_DIR"] if z else None
-        pid = int(z["pid"]) if z else 0
+        theirs = z["env"]["XDG_RUNTIME_DIR"]
+        pid = int(z["pid"])
     except (KeyError, TypeError, ValueError):
         return
     if not own or not theirs or pid <= 0:
