@@ -13,8 +13,10 @@ unknown keys) is a list of steps:
   element appears / disappears;
 * ``{"wait_screen": {"stable_s": s, "unchanged_s": u}, "timeout": s}``: wait until the screenshot
   differs from the episode's first one and has then not changed for ``stable_s`` seconds (for
-  apps without an a11y tree, e.g. LibreOffice here, whose window is mapped before the document
-  is drawn). With ``unchanged_s``, a screen that has not changed at all for ``u`` seconds since
+  apps whose a11y tree says nothing of their progress, e.g. VLC's Qt dialogs here). Prefer
+  ``wait_for`` on what the app shows (a dialog, a status-bar message, a window title): it ends
+  as soon as the app is ready and does not pass early on a loaded machine, as a fixed
+  ``wait(seconds=...)`` can. With ``unchanged_s``, a screen that has not changed at all for ``u`` seconds since
   the first observation counts as settled too: the app was already drawn when the episode began
   (whether it is depends on how fast the reset was).
 
