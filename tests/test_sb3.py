@@ -86,7 +86,9 @@ def test_element_click_masks_and_clicks_the_nth_element():
         env.close()
 
 
-def test_ppo_and_maskable_ppo_run_1000_steps_on_real_pages():
+def test_ppo_and_maskable_ppo_run_1000_steps_on_real_pages(tmp_path, monkeypatch):
+    # SB3's learn() makes a logger folder in $SB3_LOGDIR, else a new /tmp/SB3-<date> per call
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))
     from stable_baselines3.common.monitor import Monitor  # records the episode returns SB3 reports
     from stable_baselines3.common.vec_env import DummyVecEnv
 
