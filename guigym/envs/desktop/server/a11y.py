@@ -186,6 +186,7 @@ def _ask_new_apps() -> None:
                                 GLib.VariantType("(a(so))"), Gio.DBusCallFlags.NONE, 500, None).unpack()[0]
     except Exception:  # no bus address, no GLib: libatspi still routes calls through the bus
         return
+    _asked.intersection_update(name for name, _path in apps)  # forget apps that quit
     for name, _path in apps:
         if name in _asked:
             continue
@@ -209,7 +210,7 @@ def _link_app_sockets() -> None:
     socket directories gets a same-named symlink in ours, through ``/proc/<zone pid>/root``.
     Called before AT-SPI messages are dispatched (an app object asks for the address when
     created); a failure leaves the bus route, which is slower but reads the same tree."""
-    z = zone._load()
+    z = zone.load()
     if not z:
         return
     _ask_new_apps()

@@ -48,7 +48,9 @@ def zone_file() -> Optional[str]:
     return os.environ.get("GUIGYM_ZONE_FILE") or None
 
 
-def _load() -> Optional[dict]:
+def load() -> Optional[dict]:
+    """The zone's ``zone.json`` (pid, pidns inode, env, ...); None with no zone file configured,
+    ``{}`` while it is missing or half-written (the zone is being started)."""
     path = zone_file()
     if path is None:
         return None
@@ -91,7 +93,7 @@ def _open_namespaces(zone: dict) -> list[int]:
 
 def _enter(argv: Sequence[str], cwd: Optional[str]) -> tuple[list[str], list[int]]:
     """(argv that runs ``argv`` in the zone, fds to pass) or (argv, []) with no zone."""
-    zone = _load()
+    zone = load()
     if zone is None:
         return list(argv), []
     for attempt in range(2):
@@ -102,7 +104,7 @@ def _enter(argv: Sequence[str], cwd: Optional[str]) -> tuple[list[str], list[int
             if attempt:
                 raise ZoneUnavailable("the agent zone is gone") from None
             _ask_init_for_zone(zone_file() or "")
-            zone = _load() or {}
+            zone = load() or {}
     env = zone.get("env") or {}
     options = ("--user", "--mount", "--pid")  # nsenter's names for NAMESPACES
     wrapped = ["nsenter", *[f"{opt}=/proc/self/fd/{fd}" for opt, fd in zip(options, fds)],
@@ -143,7 +145,7 @@ def run(command: Any, shell: bool = False, cwd: Optional[str] = None, timeout: O
 
 
 def which(name: str) -> Optional[str]:
-    if _load() is None:
+    if load() is None:
         return shutil.which(name)
     r = run(["/bin/sh", "-c", 'command -v -- "$1"', "sh", name], stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, timeout=30)
@@ -153,7 +155,7 @@ def which(name: str) -> Optional[str]:
 
 def test(flag: str, path: str) -> bool:
     """``test -e/-f/-d path`` as the agent sees it."""
-    if _load() is None:
+    if load() is None:
         return {"-e": os.path.exists, "-f": os.path.isfile, "-d": os.path.isdir}[flag](path)
     return run(["test", flag, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                stderr=subprocess.DEVNULL, timeout=30).returncode == 0
@@ -161,7 +163,7 @@ def test(flag: str, path: str) -> bool:
 
 def read_file(path: str) -> Optional[bytes]:
     """The bytes of regular file ``path`` as the agent's uid reads it; None when it is not one."""
-    if _load() is None:
+    if load() is None:
         if not os.path.isfile(path):
             return None
         with open(path, "rb") as f:
@@ -177,7 +179,7 @@ def read_file(path: str) -> Optional[bytes]:
 
 def write_file(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + rename) as the agent's uid."""
-    if _load() is None:
+    if load() is None:
         d = os.path.dirname(path)
         if d:
             os.makedirs(d, exist_ok=True)
@@ -195,7 +197,7 @@ def write_file(path: str, data: bytes) -> None:
 
 def list_tree(path: str) -> Optional[dict]:
     """OSWorld's directory tree of ``path`` (None when it is not a directory)."""
-    if _load() is None:
+    if load() is None:
         out = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", _WALK, path], capture_output=True,
                              timeout=120)
     else:
