@@ -14,7 +14,9 @@ What is measured, per site (sites/__init__.py), in one sitting:
 * ``env reset``: ``WebArenaEnv.reset`` on the site's first task, which includes the site reset, a
   fresh browser context, any login, opening the start URLs and the first observation (median),
   with ``--think-ms`` (default 500) of idle time between resets standing for the agent's turn, in
-  which the env prewarms the next episode's blank context (``--no-prewarm`` turns that off).
+  which the env prewarms the next episode's blank context (``--no-prewarm`` turns that off);
+  ``of it obs ms`` is the median share of the first observation (screenshot + a11y tree), the
+  rest being the site reset, the context and the start page's load.
 
 The peer: WebArena resets its sites by stopping, removing and re-creating their docker containers,
 which its README and issues put at 3-5 minutes per reset (webarena#88, #206); nothing here can run
@@ -58,13 +60,14 @@ def measure(name: str, resets: int, think_ms: float = 500.0, prewarm: bool = Tru
             first = json.loads(spec.suite.read_text())[0]["task_id"]
             env = WebArenaEnv(config_file=spec.suite, embedded_sites=[site], prewarm=prewarm)
             try:
-                env_resets = []
+                env_resets, observes = [], []
                 for _ in range(resets + 1):
                     t0 = time.perf_counter()
                     env.reset(options={"task": f"webarena.{first}"})
                     env_resets.append(time.perf_counter() - t0)
+                    observes.append(env.timings.get("observe_s", 0.0))  # the first observation's share
                     time.sleep(think_ms / 1000)  # the agent's turn
-                env_resets = env_resets[1:]  # the first one also starts Chromium
+                env_resets, observes = env_resets[1:], observes[1:]  # the first one also starts Chromium
             finally:
                 env.close()
         finally:
@@ -73,6 +76,7 @@ def measure(name: str, resets: int, think_ms: float = 500.0, prewarm: bool = Tru
     return {"site": name, "build_s": build_s, "start_s": start_s,
             "site_reset_ms": 1000 * statistics.median(site_resets), "env_reset_ms": 1000 * med,
             "env_reset_p90_ms": 1000 * sorted(env_resets)[int(0.9 * (len(env_resets) - 1))],
+            "observe_ms": 1000 * statistics.median(observes),
             "vs_docker_reset": WEBARENA_DOCKER_RESET_S / med}
 
 
@@ -87,10 +91,11 @@ def main() -> None:
     names = args.sites or S.available()
     rows = [measure(n, args.resets, args.think_ms, not args.no_prewarm) for n in names]
     print(f"{'site':<8} {'build s':>8} {'start s':>8} {'site reset ms':>14} {'env reset ms':>13} {'p90 ms':>8} "
-          f"{'x docker reset':>15}")
+          f"{'of it obs ms':>13} {'x docker reset':>15}")
     for r in rows:
         print(f"{r['site']:<8} {r['build_s']:>8.2f} {r['start_s']:>8.2f} {r['site_reset_ms']:>14.2f} "
-              f"{r['env_reset_ms']:>13.0f} {r['env_reset_p90_ms']:>8.0f} {r['vs_docker_reset']:>15.0f}")
+              f"{r['env_reset_ms']:>13.0f} {r['env_reset_p90_ms']:>8.0f} {r['observe_ms']:>13.0f} "
+              f"{r['vs_docker_reset']:>15.0f}")
     print(f"think time {args.think_ms:.0f} ms between resets; prewarm {'off' if args.no_prewarm else 'on'}; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"peer: WebArena's docker reset, {WEBARENA_DOCKER_RESET_S:.0f} s (3-5 min stated by its users; not "

@@ -239,6 +239,22 @@ def test_other_capture_errors_stay_infrastructure_failures(env, site, monkeypatc
     monkeypatch.setattr(CDPSession, "send", send)
 
 
+def test_fast_png_screenshot_has_the_plain_encoders_pixels(env, site):
+    """WebArena-v0 captures with Chromium's fast PNG encoder (quicker at 1280x720); it is
+    lossless, so the observation is the one the plain encoder gives."""
+    obs, _, _, _, _ = env.step(f"goto [{site.url}/big]")
+    ctl = env.controller
+    assert ctl.config.fast_png and ctl._shot_params.get("optimizeForSpeed") is True
+    fast = ctl.observe().screenshot
+    ctl._shot_params = {"format": "png"}
+    try:
+        plain = ctl.observe().screenshot
+    finally:
+        ctl._shot_params = {"format": "png", "optimizeForSpeed": True}
+    assert fast.shape == plain.shape == (720, 1280, 3)
+    assert fast.std() > 0 and (fast == plain).all()
+
+
 def test_set_of_marks_boxes_match_the_page(env, site):
     env.reset()
     obs, *_ = env.step(f"goto [{site.url}/product/1]")

@@ -79,6 +79,10 @@ class WebControllerConfig:
     #: resolves an element id to its viewport centre for element actions when ids come from
     #: ``a11y_builder``: ``async (page, cdp, element_id) -> (x, y)``, raising ActionNotPossible
     element_center: Optional[Callable[[Any, Any, str], Awaitable[tuple[float, float]]]] = None
+    #: PNG screenshots with Chromium's fast (lossless, lower zlib effort) encoder: for large
+    #: viewports (1280x720) both the capture and the decode are faster; for small ones (MiniWoB)
+    #: the plain encoder's smaller file decodes faster (bench/web_step.py)
+    fast_png: bool = False
 
 
 #: ``_next_key`` of a blank prewarmed context (no URL, no policy yet)
@@ -206,6 +210,8 @@ class WebController:
         # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py);
         # plain PNG encodes slower than optimizeForSpeed but decodes faster, a net win.
         self._shot_params: dict[str, Any] = {"format": "png"}
+        if self.config.fast_png:
+            self._shot_params["optimizeForSpeed"] = True
 
     # -- episode lifecycle ------------------------------------------------------------------------
     async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None) -> _Episode:

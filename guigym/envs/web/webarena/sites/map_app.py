@@ -38,6 +38,9 @@ NO_FOOT = {"motorway", "motorway_link", "construction", "proposed"}
 PLACE_KEYS = ("amenity", "shop", "tourism", "leisure", "historic")
 ENGINES = {"fossgis_osrm_foot": "foot", "fossgis_osrm_car": "car"}
 LEAFLET_DIR = Path("/usr/share/javascript/leaflet")
+#: Debian's minified build (the same library as leaflet.js, a third of its size to parse)
+LEAFLET_JS = "leaflet.min.js" if (LEAFLET_DIR / "leaflet.min.js").exists() else "leaflet.js"
+LEAFLET_FILES = ("leaflet.js", "leaflet.min.js", "leaflet.css")
 EARTH_R_M = 6_371_008.8
 
 
@@ -191,7 +194,7 @@ class App:
     def page(self, title: str, body: str, script: str = "") -> str:
         e = html.escape
         return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)} | OpenStreetMap</title>"
-                f"<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\"><script src=\"/leaflet/leaflet.js\"></script>"
+                f"<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\"><script src=\"/leaflet/{LEAFLET_JS}\"></script>"
                 f"<style>#map{{height:360px;width:100%;background:#eef}}</style></head><body>"
                 f"<header><a href=\"/\">OpenStreetMap</a> <a href=\"/directions\">Directions</a>"
                 f"<form action=\"/search\" method=\"get\"><input name=\"query\" aria-label=\"Search\" placeholder=\"Search\">"
@@ -232,7 +235,7 @@ class App:
             return self._ok(self.page(p.name, body, self._map_js([], [(p.lat, p.lon)])))
         if path == "/directions":
             return self._directions(q)
-        if path.startswith("/leaflet/") and path[len("/leaflet/"):] in ("leaflet.js", "leaflet.css"):
+        if path.startswith("/leaflet/") and path[len("/leaflet/"):] in LEAFLET_FILES:
             f = LEAFLET_DIR / path[len("/leaflet/"):]
             if f.exists():
                 ctype = "text/javascript" if f.suffix == ".js" else "text/css"
