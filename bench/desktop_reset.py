@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from guigym.envs.desktop.env import OSWorldEnv  # noqa: E402
 from guigym.envs.desktop.suite import embedded_tasks  # noqa: E402
 from guigym.envs.desktop.tasks import parse_osworld_task  # noqa: E402
+from guigym.envs.desktop.vscode import DEFAULT_PREFIX, code_server_bin, find_code_server  # noqa: E402
 
 SERVER_DIR = Path(__file__).resolve().parents[1] / "guigym" / "envs" / "desktop" / "server"
 #: app -> (embedded task whose setup opens it, harmless actions cycled through for the step bench)
@@ -71,6 +72,9 @@ EXTRA_APPS = {
     "vlc": ("vlc", "exec vlc", "VLC media player", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
     "thunderbird": ("thunderbird", "exec thunderbird", "Thunderbird",
                     ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    # the desktop's `code` (code-server in a Chromium --app window) exists when code-server does
+    "vscode": (str(code_server_bin(find_code_server() or DEFAULT_PREFIX)), "exec code \"$HOME\"",
+               "Visual Studio Code", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
 }
 RESET_TARGET_S = 0.0 + 3.0
 STEP_TARGET_S = 0.500

@@ -188,6 +188,21 @@ def embedded_sites() -> tuple[bool, str]:
     return bool(can), detail
 
 
+def vscode() -> tuple[bool, str]:
+    """The local desktop's ``code``: the sandbox wrapper, usable when code-server is installed."""
+    from guigym.envs.desktop.vscode import CODE_SERVER_VERSION, DEFAULT_PREFIX, code_server_bin, find_code_server
+
+    wrapper = Path(__file__).parent / "envs" / "desktop" / "sandbox_bin" / "code"
+    prefix = find_code_server()
+    if prefix is None:
+        return False, (f"no code-server at {os.environ.get('GUIGYM_CODE_SERVER_PREFIX') or DEFAULT_PREFIX}"
+                       f" (needs node on PATH); the desktop has no `code`")
+    _, out = _run([str(code_server_bin(prefix)), "--version"], timeout=20)
+    version = out.split()[0] if out.split() else "?"
+    note = "" if version == CODE_SERVER_VERSION else f" (scripts/install_code_server.sh pins {CODE_SERVER_VERSION})"
+    return wrapper.is_file(), f"code-server {version} in {prefix}{note}; `code` = {wrapper}"
+
+
 def _app(cmd: str, pkg: str) -> Check:
     return Check(f"app: {cmd}", program(cmd, version_arg=None),
                  f"{APT} {pkg} (or all of OSWorld's apps: GUIGYM_OSWORLD_APPS=1 bash scripts/install.sh)")
@@ -210,8 +225,9 @@ CHECKS: dict[str, Check] = {c.name: c for c in [
     _app("nautilus", "nautilus"),
     _app("gnome-terminal", "gnome-terminal"),
     _app("evince", "evince"),
-    Check("app: code", program("code", "codium", version_arg=None),
-          "VS Code is not a Debian package: install code from Microsoft's repository or VSCodium"),
+    Check("app: code", vscode,
+          "VS Code is not a Debian package: the local desktop's `code` runs code-server; "
+          "install it with GUIGYM_VSCODE=1 bash scripts/install.sh"),
     Check("/dev/kvm", kvm, "enable virtualisation in the BIOS/hypervisor; usermod -aG kvm $USER"),
     Check("qemu", program("qemu-system-x86_64"), f"{APT} qemu-system-x86 qemu-utils"),
     Check("docker engine", docker_engine, "install Docker Engine (docs.docker.com/engine/install) and start dockerd"),

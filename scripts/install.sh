@@ -24,15 +24,20 @@ WEBARENA_SITE_PKGS="fossil kiwix-tools libjs-leaflet"
 APT_PKGS="$APT_PKGS $DESKTOP_PKGS postgresql $WEBARENA_SITE_PKGS"
 # GUIGYM_OSWORLD_APPS=1: also the apps OSWorld's own task domains open in the local desktop
 # (issue 17; ~265 packages, so opt-in and not in CI): Nautilus, GNOME Terminal, Evince, wmctrl/xsel, Totem (Ubuntu's default video player, as in OSWorld's VM), a PulseAudio server + pactl, and the
-# org.gnome.shell GSettings schema. VS Code is not a Debian package (guigym doctor says where to get it).
+# org.gnome.shell GSettings schema. VS Code is not a Debian package: GUIGYM_OSWORLD_APPS=1 or
+# GUIGYM_VSCODE=1 installs code-server from npm (scripts/install_code_server.sh, ~90 s, 300 MB;
+# the desktop's `code` then runs it).
 OSWORLD_APP_PKGS="totem nautilus gnome-terminal evince wmctrl xsel pulseaudio pulseaudio-utils gnome-shell-common"
 if [ "${GUIGYM_OSWORLD_APPS:-0}" = "1" ]; then APT_PKGS="$APT_PKGS $OSWORLD_APP_PKGS"; fi
+WANT_VSCODE=0
+if [ "${GUIGYM_OSWORLD_APPS:-0}" = "1" ] || [ "${GUIGYM_VSCODE:-0}" = "1" ]; then WANT_VSCODE=1; fi
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+if [ "$WANT_VSCODE" = "1" ]; then bash scripts/install_code_server.sh; fi
 # The local desktop never runs as root: a root host starts it as this unprivileged system user
 # (guigym/envs/desktop/providers/identity.py).
 if ! getent passwd guigym-agent >/dev/null; then

@@ -60,6 +60,7 @@ from guigym.envs.desktop.providers.sandbox import (
 )
 from guigym.envs.desktop.providers.identity import sandbox_identity
 from guigym.envs.desktop.providers.sandbox_init import force_remove, read_to_eof  # stdlib-only: safe to import here
+from guigym.envs.desktop.vscode import SANDBOX_CODE_SERVER_PREFIX, find_code_server
 
 if TYPE_CHECKING:
     from guigym.envs.desktop.client import DesktopClient
@@ -411,6 +412,9 @@ class LocalProvider(Provider):
             hide = [h for h in hide if _world_traversable(h.parent) or any(
                 _under(h, prefix) for prefix in {sys.prefix, sys.base_prefix})]
         ro_binds = list(self.ro_binds)
+        code_server = find_code_server()  # VS Code: `code` exists in the desktop only with it
+        if code_server is not None:
+            ro_binds.append((code_server, SANDBOX_CODE_SERVER_PREFIX))
         tmp_keep: list[str] = []
         for prefix in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(python))}:
             in_tmp = _under(Path(prefix), "/tmp")  # e.g. a venv in /tmp: the private /tmp hides it
@@ -431,6 +435,8 @@ class LocalProvider(Provider):
             # guigym installed where the unprivileged uid cannot reach (a venv under /root, a 0700
             # directory): the sandbox gets a copy of the files it runs, staged in its own state dir
             server_dir, bin_dir, init_script = _stage_package_files(self.state_dir / "pkg", server_dir)
+        if code_server is None:  # no `code` wrapper without code-server (never a stand-in)
+            bin_dir = _stage_bin_dir(bin_dir, self.state_dir / "pkg" / "sandbox_bin", skip=("code",))
         if self._run_as is not None:
             _chown_tree(self.state_dir, *self._run_as)
             # what the unprivileged uid cannot traverse to (e.g. an interpreter under /root) is
@@ -743,6 +749,16 @@ def _stage_package_files(dest: Path, server_dir: Path) -> tuple[Path, Path, Path
     shims = Path(shutil.copytree(SANDBOX_BIN_DIR, dest / "sandbox_bin", ignore=ignore, dirs_exist_ok=True))
     init = Path(shutil.copy2(INIT_SCRIPT, dest / INIT_SCRIPT.name))
     return server, shims, init
+
+
+def _stage_bin_dir(src: Path, dest: Path, skip: Sequence[str]) -> Path:
+    """``dest``: a fresh copy of the PATH shims in ``src`` (modes kept) without the ``skip`` names."""
+    if dest.resolve() != Path(src).resolve():
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in skip:
+        (dest / name).unlink(missing_ok=True)
+    return dest
 
 
 def _world_traversable(path: Path) -> bool:
