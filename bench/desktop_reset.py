@@ -72,10 +72,20 @@ EXTRA_APPS = {
     "vlc": ("vlc", "exec vlc", "VLC media player", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
     "thunderbird": ("thunderbird", "exec thunderbird", "Thunderbird",
                     ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    # OSWorld's chrome domain: Chromium (as `google-chrome`) on a local page of ~500 a11y nodes
+    # (CHROME_PAGE: headings, paragraphs, links, a form), as a news or shop page would give
+    "chrome": ("chromium", "exec google-chrome --new-window ~/bench-page.html", "Bench page",
+               ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
     # the desktop's `code` (code-server in a Chromium --app window) exists when code-server does
     "vscode": (str(code_server_bin(find_code_server() or DEFAULT_PREFIX)), "exec code \"$HOME\"",
                "Visual Studio Code", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
 }
+#: the chrome bench's page: 40 sections of a heading, a paragraph and 5 links, and a form
+CHROME_PAGE = ("<!DOCTYPE html><html><head><title>Bench page</title></head><body><h1>Bench page</h1>"
+               + "".join(f"<h2>Section {i}</h2><p>Paragraph {i} of the bench page, a few words long.</p><ul>"
+                         + "".join(f'<li><a href="#s{i}-{j}">Link {i}.{j}</a></li>' for j in range(5)) + "</ul>"
+                         for i in range(40))
+               + '<form><label>Name <input name="n"></label><button>Send</button></form></body></html>')
 RESET_TARGET_S = 0.0 + 3.0
 STEP_TARGET_S = 0.500
 #: times the Calc walk inside the sandbox, EXHAUSTIVE (before issue 17) and not, alternately
@@ -112,6 +122,10 @@ def extra_task(app: str) -> object:
     _, command, title, _ = EXTRA_APPS[app]
     calc = next(t for t in embedded_tasks() if t.id == APPS["libreoffice_calc"][0])
     steps = [calc.setup[0]] if app.startswith("libreoffice") else []
+    if app == "chrome":
+        steps.append({"type": "execute", "parameters": {
+            "command": ["python3", "-c", "import os,sys; open(os.path.expanduser('~/bench-page.html'), 'w')"
+                        ".write(sys.argv[1])", CHROME_PAGE]}})
     steps += [{"type": "launch", "parameters": {"command": command, "shell": True}},
               {"type": "execute", "parameters": {
                   "command": f"timeout 120 xdotool search --sync --onlyvisible --name '{title}' >/dev/null",

@@ -13,7 +13,8 @@ unknown keys) is a list of steps:
   element appears / disappears;
 * ``{"wait_screen": {"stable_s": s, "unchanged_s": u}, "timeout": s}``: wait until the screenshot
   differs from the episode's first one and has then not changed for ``stable_s`` seconds (for
-  apps whose a11y tree says nothing of their progress, e.g. VLC's Qt dialogs here). Prefer
+  apps whose a11y tree says nothing of their progress, e.g. VLC's Qt dialogs here, or says it
+  too early: LibreOffice's document node appears before the document takes keys). Prefer
   ``wait_for`` on what the app shows (a dialog, a status-bar message, a window title): it ends
   as soon as the app is ready and does not pass early on a loaded machine, as a fixed
   ``wait(seconds=...)`` can. With ``unchanged_s``, a screen that has not changed at all for ``u`` seconds since
