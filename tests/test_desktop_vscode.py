@@ -25,9 +25,6 @@ from guigym.envs.desktop.vscode import (
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = "/home/user/.config/Code/User/settings.json"
-WAIT_WINDOW = {"type": "execute", "parameters": {
-    "command": "timeout 120 xdotool search --sync --onlyvisible --name 'Visual Studio Code' >/dev/null",
-    "shell": True}}
 
 
 def _fake_prefix(root: Path) -> Path:
@@ -144,8 +141,9 @@ def vscode_env():
     settings = {"func": "check_json_settings",
                 "expected": {"type": "rule", "rules": {"expected": {"editor.wordWrapColumn": 50}}},
                 "result": {"type": "vm_file", "path": SETTINGS, "dest": "settings.json"}}
-    # OSWorld's 276cc624 (line length 50), plus a wait for the window so the test can act at once
-    launch = [{"type": "launch", "parameters": {"command": ["code"]}}, WAIT_WINDOW,
+    # OSWorld's 276cc624 (line length 50) as it is: activate_window waits for the window its
+    # launch is still opening (setup.step_activate_window), so the test can act at once
+    launch = [{"type": "launch", "parameters": {"command": ["code"]}},
               {"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}]
     extension = {"func": "is_extension_installed",
                  "result": {"type": "vm_command_line",

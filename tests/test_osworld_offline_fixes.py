@@ -347,3 +347,76 @@ def test_the_home_template_makes_totem_the_default_video_player_for_every_type_t
     defaults = dict(cp["Default Applications"])
     assert {f"video/{t}" for t in VIDEO_SUBTYPES} <= set(defaults)
     assert set(defaults.values()) == {"org.gnome.Totem.desktop"}
+
+
+# --------------------------------------------------------------------------- activate_window after a launch
+
+
+class WindowRecorder(KillRecorder):
+    """A desktop whose window named ``title`` appears ``opens_after`` fake seconds after a launch;
+    ``activate_window`` answers 404 (as the server does) until then. Time is fake: ``sleep``
+    advances ``now``."""
+
+    def __init__(self, chrome: bool, title: str, opens_after: float) -> None:
+        super().__init__(chrome)
+        self.title, self.opens_after = title, opens_after
+        self.now = 0.0
+        self.launched: Optional[float] = None
+        self.asked: list[tuple[str, float]] = []
+
+    def launch(self, command: Any, shell: bool = False) -> None:
+        super().launch(command, shell)
+        self.launched = self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+    def activate_window(self, name: str, strict: bool = False, by_class: bool = False) -> str:
+        from guigym.envs.desktop.client import DesktopRequestError
+
+        self.asked.append((name, self.now))
+        shown = self.launched is not None and self.now >= self.launched + self.opens_after
+        if shown and name.lower() in self.title.lower():
+            return "Window activated successfully"
+        raise DesktopRequestError("/setup/activate_window", 404, "Window not found")
+
+
+VSCODE_STEPS = [{"type": "launch", "parameters": {"command": ["code"]}},
+                {"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}]
+
+
+def test_activate_window_waits_for_a_window_its_launch_is_still_opening(tmp_path: Path) -> None:
+    """OSWorld's vs_code config (launch `code`, then activate): VS Code's window takes ~10 s here,
+    so activation is retried until the window exists instead of being skipped at once."""
+    client = WindowRecorder(chrome=False, title="Welcome - Visual Studio Code", opens_after=10.0)
+    run_setup(client, VSCODE_STEPS, cache_dir=tmp_path, sleep=client.sleep, clock=lambda: client.now)
+    assert client.asked[-1] == ("Visual Studio Code", pytest.approx(10.0))  # the first ask after it opened
+    assert len(client.asked) > 1
+
+
+def test_activate_window_gives_up_after_the_wait_and_goes_on(tmp_path: Path) -> None:
+    client = WindowRecorder(chrome=False, title="something else", opens_after=0.0)
+    steps = VSCODE_STEPS + [{"type": "execute", "parameters": {"command": ["echo", "after"]}}]
+    run_setup(client, steps, cache_dir=tmp_path, sleep=client.sleep, clock=lambda: client.now, window_wait_s=5.0)
+    assert 5.0 <= client.asked[-1][1] < 5.5  # asked until the wait ran out, then logged and skipped
+    assert client.ran[-1] == ["echo", "after"]
+
+
+def test_activate_window_without_a_launch_is_asked_once(tmp_path: Path) -> None:
+    """No launch in this setup: OSWorld's behaviour, a missing window is skipped at once."""
+    client = WindowRecorder(chrome=False, title="x", opens_after=0.0)
+    run_setup(client, VSCODE_STEPS[1:], cache_dir=tmp_path, sleep=client.sleep, clock=lambda: client.now)
+    assert client.asked == [("Visual Studio Code", 0.0)]
+
+
+@pytest.mark.parametrize("chrome, asked", [(False, "Chromium"), (True, "Google Chrome")])
+def test_activate_google_chrome_looks_for_chromium_when_chrome_is_chromium(tmp_path: Path, chrome: bool,
+                                                                            asked: str) -> None:
+    """OSWorld's chrome configs activate "Google Chrome"; Debian's Chromium titles its windows
+    "... - Chromium", which that name never matches (it would wait the whole bound, then skip)."""
+    title = "New Tab - Google Chrome" if chrome else "New Tab - Chromium"
+    client = WindowRecorder(chrome=chrome, title=title, opens_after=2.0)
+    steps = [{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+             {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}]
+    run_setup(client, steps, cache_dir=tmp_path, sleep=client.sleep, clock=lambda: client.now)
+    assert client.asked[-1] == (asked, pytest.approx(2.0))

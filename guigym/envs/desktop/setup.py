@@ -18,7 +18,8 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
 * ``launch`` (``command``, ``shell``): the program is looked up in the desktop first (a launch
   returns before the program runs, so a missing app would otherwise go unnoticed).
 * ``open`` (``path``), ``activate_window`` / ``close_window`` (``window_name``, ``strict``,
-  ``by_class``; a window that is not there is logged and skipped, as OSWorld does), ``sleep``
+  ``by_class``; a window that is not there is logged and skipped, as OSWorld does, after up to
+  30 s of waiting when a ``launch``/``open`` of the same setup may still be opening it), ``sleep``
   (``seconds``), ``upload_file`` (``files``: ``local_path``, ``path``; ``local_path`` must lie
   under the task file's folder or the cache dir, where OSWorld reads any host path).
 * ``execute``'s ``stdout``/``stderr`` names must stay inside the cache dir (no ``..``, no
@@ -48,7 +49,8 @@ when the desktop has no real Google Chrome (no ``/opt/google/chrome`` and no Chr
 there ``google-chrome`` is Debian's Chromium, whose profile lives in ``~/.config/chromium``.
 On such a desktop ``pkill chrome`` / ``killall chrome`` (OSWorld's postconfigs quit the browser
 so it writes its profile to disk) target ``chromium``: the process is named ``chromium``, which
-the pattern ``chrome`` does not match (:func:`map_chrome_kill`).
+the pattern ``chrome`` does not match (:func:`map_chrome_kill`), and ``activate_window`` /
+``close_window`` on ``Google Chrome`` look for Chromium's window titles.
 """
 from __future__ import annotations
 
@@ -156,6 +158,12 @@ class SetupContext:
     #: where ``execute``'s ``stdout``/``stderr`` captures go (None: ``cache_dir``); the env gives
     #: the task's getter cache so ``cache_file`` reads them, as in OSWorld (one dir per task)
     capture_dir: Optional[Path] = None
+    #: how long ``activate_window`` waits for a window that a ``launch``/``open`` of the same
+    #: setup may still be opening (VS Code's takes ~10 s here); 0 = OSWorld's no wait
+    window_wait_s: float = 30.0
+    clock: Callable[[], float] = time.monotonic
+    #: ``clock()`` at the last ``launch``/``open`` step of this setup, None before one
+    launched_at: Optional[float] = None
     _tool_cache: dict[str, bool] = field(default_factory=dict)
     _chrome_is_chromium: Optional[bool] = None
 
@@ -419,6 +427,7 @@ def step_launch(ctx: SetupContext, command: Any, shell: Any = False) -> None:
         command = command.split()
     _check_program(ctx, command, shell, "launch")
     ctx.client.launch(command, shell=shell)
+    ctx.launched_at = ctx.clock()
 
 
 def step_open(ctx: SetupContext, path: str) -> None:
@@ -426,31 +435,60 @@ def step_open(ctx: SetupContext, path: str) -> None:
     if not path:
         raise TaskSpecError("parameter 'path' is empty")
     ctx.client.open_file(path)
+    ctx.launched_at = ctx.clock()
 
 
 def _window_step(ctx: SetupContext, call: Callable[..., Any], what: str, window_name: str, strict: Any,
-                 by_class: Any) -> None:
+                 by_class: Any, wait_s: float = 0.0) -> None:
     """OSWorld logs a window that is not there and goes on (the task may not need it); a dead
-    server still raises."""
+    server still raises. ``wait_s``: keep asking that long (every 0.25 s) while the window is
+    missing, for a window an app launched just before may still be opening."""
     if not window_name:
         raise TaskSpecError("parameter 'window_name' is empty")
-    try:
-        call(window_name, strict=_as_bool(strict), by_class=_as_bool(by_class))
-    except EnvInfraError as e:
-        if getattr(e, "status", None) != 404:
-            raise
-        log.warning("%s: no window %r (%s); continuing as OSWorld does", what, window_name, e)
+    give_up = ctx.clock() + wait_s
+    while True:
+        try:
+            call(window_name, strict=_as_bool(strict), by_class=_as_bool(by_class))
+            return
+        except EnvInfraError as e:
+            if getattr(e, "status", None) != 404:
+                raise
+            if ctx.clock() >= give_up:
+                log.warning("%s: no window %r (%s); continuing as OSWorld does", what, window_name, e)
+                return
+        ctx.sleep(0.25)
+
+
+def _chrome_window_name(ctx: SetupContext, window_name: str, strict: Any, by_class: Any) -> str:
+    """OSWorld's ``Google Chrome`` (a substring of Chrome's window titles, "... - Google Chrome")
+    as Chromium's titles end (" - Chromium") on a desktop whose ``google-chrome`` is Chromium."""
+    if (isinstance(window_name, str) and window_name.lower() == "google chrome" and not _as_bool(strict)
+            and not _as_bool(by_class) and ctx.chrome_is_chromium()):
+        return "Chromium"
+    return window_name
 
 
 def step_activate_window(ctx: SetupContext, window_name: str, strict: bool = False,
                          by_class: bool = False) -> None:
-    """``_activate_window_setup``: raise the window whose title (or class) matches."""
-    _window_step(ctx, ctx.client.activate_window, "activate_window", window_name, strict, by_class)
+    """``_activate_window_setup``: raise the window whose title (or class) matches.
+
+    Unlike OSWorld, a window missing after a ``launch``/``open`` of this setup is waited for, up
+    to ``ctx.window_wait_s`` from that launch: OSWorld's VM opens apps within its fixed pauses and
+    its runner sleeps 60 s before the first observation, while here the agent's first
+    observation follows setup at once, so an app still starting (VS Code: ~10 s) would be shown
+    unopened and never raised. A window that never comes costs that wait once, then the step
+    goes on as OSWorld's does."""
+    wait = 0.0
+    if ctx.launched_at is not None:
+        wait = max(0.0, ctx.launched_at + ctx.window_wait_s - ctx.clock())
+    window_name = _chrome_window_name(ctx, window_name, strict, by_class)
+    _window_step(ctx, ctx.client.activate_window, "activate_window", window_name, strict, by_class, wait)
 
 
 def step_close_window(ctx: SetupContext, window_name: str, strict: bool = False,
                       by_class: bool = False) -> None:
     """``_close_window_setup``: close the window whose title (or class) matches."""
+    window_name = _chrome_window_name(ctx, window_name, strict, by_class)
     _window_step(ctx, ctx.client.close_window, "close_window", window_name, strict, by_class)
 
 
@@ -775,7 +813,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
               screen_size: Optional[tuple[int, int]] = None, base_dir: Union[str, Path, None] = None,
               chromium_port: int = 9222, until_timeout: float = 60.0, cdp_timeout: float = 30.0,
               label: str = "config", sleep: Callable[[float], None] = time.sleep,
-              capture_dir: Union[str, Path, None] = None) -> list[dict[str, Any]]:
+              capture_dir: Union[str, Path, None] = None, window_wait_s: float = 30.0,
+              clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
     """Run OSWorld setup ``steps`` in order on the desktop behind ``client``.
 
     Args:
@@ -791,6 +830,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
         label: what to call the step list in errors (``config`` / ``postconfig``).
         capture_dir: host folder for ``stdout``/``stderr`` captures instead of ``cache_dir``
             (the task's getter cache, where ``cache_file`` looks).
+        window_wait_s: how long after a ``launch``/``open`` an ``activate_window`` waits for its
+            window (:func:`step_activate_window`); ``clock`` measures it (with ``sleep``).
 
     Returns one record per step: ``{"index", "type", "seconds"}`` (+ ``"result"`` for commands).
 
@@ -806,7 +847,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
     ctx = SetupContext(client=client, cache_dir=cache, network_ok=network_ok, password=password,
                        base_dir=Path(base_dir) if base_dir is not None else None,
                        chromium_port=chromium_port, until_timeout=until_timeout, cdp_timeout=cdp_timeout,
-                       sleep=sleep, capture_dir=Path(capture_dir) if capture_dir is not None else None)
+                       sleep=sleep, capture_dir=Path(capture_dir) if capture_dir is not None else None,
+                       window_wait_s=window_wait_s, clock=clock)
     size = screen_size
     records: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
