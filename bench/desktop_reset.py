@@ -14,6 +14,10 @@
   sandbox with ``a11y.EXHAUSTIVE`` (every on-screen cell, closed menus' items, every attribute
   of non-showing nodes: the walk before issue 17) and without (inked and selected cells only,
   closed menus without items, light non-showing nodes).
+* **Chromium / VS Code a11y walk, before/after** (``--walks``): with the window open, the walk
+  timed inside the sandbox with ``a11y.NODE_CACHE`` off (every node read call by call: the walk
+  before issue 17's node cache) and on (names, roles, texts, actions kept until an event; states,
+  extents and child lists read in one pipelined batch), alternately.
 
 Apps: the embedded suite's (terminal = xterm, editor = mousepad, file_manager = pcmanfm,
 gnumeric, libreoffice_calc) and, when installed, LibreOffice Writer/Impress, GIMP, VLC and
@@ -88,17 +92,24 @@ CHROME_PAGE = ("<!DOCTYPE html><html><head><title>Bench page</title></head><body
                + '<form><label>Name <input name="n"></label><button>Send</button></form></body></html>')
 RESET_TARGET_S = 0.0 + 3.0
 STEP_TARGET_S = 0.500
-#: times the Calc walk inside the sandbox, EXHAUSTIVE (before issue 17) and not, alternately
-#: (a busy Calc is waited for -- long call timeouts, retries -- so that both walks see all of it)
+#: times the walk inside the sandbox, before and after alternately: for Calc EXHAUSTIVE (before
+#: issue 17) and not, for Chromium windows NODE_CACHE off and on (argv[3]: "exhaustive" or
+#: "node_cache"). A busy Calc is waited for -- long call timeouts, retries -- so that both walks
+#: see all of it.
 WALK_SCRIPT = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from server import a11y
 a11y.CALL_TIMEOUT_MS = a11y.STARTUP_TIMEOUT_MS = 20000
 out = {"before": [], "after": [], "cells": {}}
+if sys.argv[3] == "node_cache":
+    a11y.tree(time_budget=300)  # the server's cache is warm after a step; this process's is not
 for i in range(2 * int(sys.argv[2])):
-    a11y.EXHAUSTIVE = i % 2 == 0
-    key = "before" if a11y.EXHAUSTIVE else "after"
+    if sys.argv[3] == "exhaustive":
+        a11y.EXHAUSTIVE = i % 2 == 0
+    else:
+        a11y.NODE_CACHE = i % 2 == 1
+    key = "before" if i % 2 == 0 else "after"
     for attempt in range(5):
         a11y._slow_apps.clear()
         t = time.perf_counter()
@@ -135,19 +146,28 @@ def extra_task(app: str) -> object:
                               source="bench/desktop_reset.py")
 
 
-def calc_walk(env: OSWorldEnv, n: int) -> dict:
-    """Before/after walk times (ms) with Calc open; ``{}`` when they cannot be measured."""
+#: app -> (WALK_SCRIPT mode, labels of the before and after walks) for the in-sandbox walk bench
+WALK_MODES = {
+    "libreoffice_calc": ("exhaustive", "every on-screen cell, menus' items, full hidden nodes",
+                         "inked cells, closed menus empty, light hidden nodes"),
+    "chrome": ("node_cache", "node cache off: every node call by call", "node cache on"),
+    "vscode": ("node_cache", "node cache off: every node call by call", "node cache on"),
+}
+
+
+def inside_walk(env: OSWorldEnv, n: int, mode: str) -> dict:
+    """Before/after walk times (ms) with the app open; ``{}`` when they cannot be measured."""
     client = env.client
     base = "/tmp/guigym-bench-a11y"
     try:
         client.upload_file(b"", f"{base}/server/__init__.py")
-        for name in ("a11y.py", "cellgrid.py", "chrome.py"):
-            client.upload_file((SERVER_DIR / name).read_bytes(), f"{base}/server/{name}")
+        for path in SERVER_DIR.glob("*.py"):  # a11y.py and the modules it imports (zone.py...)
+            client.upload_file(path.read_bytes(), f"{base}/server/{path.name}")
         client.upload_file(WALK_SCRIPT.encode(), f"{base}/walk.py")
-        r = client.execute(["/usr/bin/python3", f"{base}/walk.py", base, str(n)], timeout=600)
+        r = client.execute(["/usr/bin/python3", f"{base}/walk.py", base, str(n), mode], timeout=600)
         return json.loads(r["output"].strip().splitlines()[-1])
     except Exception as exc:  # the bench still reports the rest
-        print(f"(Calc before/after walk not measured: {exc})", file=sys.stderr)
+        print(f"(before/after walk not measured: {exc})", file=sys.stderr)
         return {}
 
 
@@ -200,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resets", type=int, default=20)
     p.add_argument("--app-resets", type=int, default=3, help="resets per app (each starts the app)")
     p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--walks", type=int, default=3, help="Calc a11y walks before/after (each)")
+    p.add_argument("--walks", type=int, default=3,
+                   help="a11y walks before/after (each) of Calc, Chromium and VS Code")
     known = list(APPS) + list(EXTRA_APPS)
     p.add_argument("--apps", default="", help="comma-separated subset of " + ", ".join(known)
                    + " (default: every one installed here)")
@@ -220,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                      max_steps=10_000, observe_terminal=True)
     results: dict[str, tuple[list[float], list[float]]] = {}
     cuts: dict[str, dict[str, int]] = {}
-    walk: dict = {}
+    walks: dict[str, dict] = {}
     try:
         cold, resets = bench_resets(env, APPS["terminal"][0], args.resets)
         restore = env.timings.get("restore_s", float("nan"))
@@ -232,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # one app that does not start must not hide the others
                 print(f"({a}: {type(exc).__name__}: {exc})", file=sys.stderr)
                 continue
-            if a == "libreoffice_calc" and args.walks > 0:
-                walk = calc_walk(env, args.walks)
+            if a in WALK_MODES and args.walks > 0:
+                walks[a] = inside_walk(env, args.walks, WALK_MODES[a][0])
     finally:
         env.close()
     load_after = loadavg()
@@ -270,14 +291,17 @@ def main(argv: list[str] | None = None) -> int:
         if cuts.get(a):
             print(f"|   (a11y truncated over {len(steps)} steps: "
                   + ", ".join(f"{k} x{v}" for k, v in sorted(cuts[a].items())) + ")")
-    if walk.get("before") and walk.get("after"):
-        for key, label in (("before", "every on-screen cell, menus' items, full hidden nodes"), ("after", "inked cells, closed menus empty, light hidden nodes")):
+    for a, walk in walks.items():
+        if not (walk.get("before") and walk.get("after")):
+            continue
+        title = "Calc" if a == "libreoffice_calc" else a
+        for key, label in zip(("before", "after"), WALK_MODES[a][1:]):
             cells, nodes, trunc = walk["cells"][key]
-            line(f"Calc a11y walk {key}", [v / 1000 for v in walk[key]], None)
-            print(f"|   ({label}: {cells} cells, {nodes} nodes, truncated={trunc})")
-        print(f"\nCalc a11y walk: {statistics.median(walk['before']):.0f} ms before -> "
+            line(f"{title} a11y walk {key}", [v / 1000 for v in walk[key]], None)
+            print(f"|   ({label}: " + (f"{cells} cells, " if cells else "") + f"{nodes} nodes, truncated={trunc})")
+        print(f"\n{title} a11y walk: {statistics.median(walk['before']):.0f} ms before -> "
               f"{statistics.median(walk['after']):.0f} ms after (medians of {len(walk['after'])}, inside the "
-              "sandbox, alternating, same document).")
+              "sandbox, alternating, same window).")
     print(f"\n(last terminal reset: provider restore {restore * 1000:.0f} ms of it)")
     print("OSWorld docker, from its code (not measured): new container per reset (cold boot, readiness "
           "polled up to 300 s in desktop_env/providers/docker/provider.py) + a fixed time.sleep(60) per task "

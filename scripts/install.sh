@@ -16,7 +16,7 @@ APT_PKGS="chromium chromium-headless-shell fonts-dejavu-core fonts-liberation"
 # which OSWorld tasks and the server's /wallpaper call inside the desktop. Neither is pulled in by
 # the packages above with --no-install-recommends. tesseract-ocr: OCR for OSWorld's compare_image_text.
 # Writer, Impress, GIMP, VLC and Thunderbird: apps of the embedded desktop suite (guigym tasks check).
-DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 libreoffice-writer libreoffice-impress gimp vlc thunderbird gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86 tesseract-ocr"
+DESKTOP_PKGS="bubblewrap xvfb xauth tmux dbus openbox xdotool dbus-x11 x11-utils at-spi2-core gir1.2-atspi-2.0 gir1.2-gtk-3.0 libglib2.0-bin python3-pyatspi python3-gi python3-dbus python3-xlib python3-pil xterm mousepad pcmanfm libreoffice-calc libreoffice-gtk3 libreoffice-writer libreoffice-impress gimp vlc thunderbird gnumeric curl xdg-utils file socat procps qemu-utils qemu-system-x86 tesseract-ocr"
 # WebArena-v0 embedded sites (docs/architecture.md): fossil = the code-hosting site (5 MB + libtcl);
 # kiwix-tools = kiwix-serve 3.3.0, the wiki server WebArena's wikipedia site runs; libjs-leaflet = the
 # map site's map widget

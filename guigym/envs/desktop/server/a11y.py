@@ -28,6 +28,10 @@ grabs once for the screenshot and the ink test).
 Tool bars, menu bars and status bars of GTK/ATK applications are kept between walks and reused
 until an AT-SPI event touches a node in them (:mod:`.chrome`; LibreOffice's tool bars are most
 of its calls). The listener's events are drained every DRAIN_S between walks.
+In Chromium windows (a web page, VS Code) each node's name, role, text and actions are kept
+until an event names the node, and its child list while one ``GetChildren`` call says the
+children are the same (:mod:`.chrome`, ``NODE_CACHE``): ~2-3 calls a node instead of ~15; the
+XML equals a walk without the cache (tests/test_desktop_a11y_web.py).
 
 A hung or overloaded application costs one libatspi timeout, not the whole time budget: once a
 call into an application times out, the rest of its subtree is skipped, its ``application`` node
@@ -84,6 +88,9 @@ _HIDDEN_RUN = 64
 #: True: walk as before issue 17 -- every on-screen cell of a big table and closed menus' items
 #: (bench/desktop_reset.py's before/after for Calc)
 EXHAUSTIVE = False
+#: False: read every node of Chromium windows afresh (the per-node cache of :mod:`.chrome` off;
+#: the tests' and bench's reference walk)
+NODE_CACHE = True
 #: at most this many selected cells of a big table are added to the inked ones
 MAX_SELECTED_CELLS = 64
 #: applications whose extents are relative to their window frame, not their client area (cellgrid)
@@ -199,6 +206,43 @@ def _ask_new_apps() -> None:
             pass
 
 
+#: bus name -> dbus-python connection to that application's own socket (None: none to be had)
+_peers: dict[str, Any] = {}
+
+
+def _peer(bus_name: str) -> Any:
+    """A dbus-python connection to application ``bus_name``'s own socket (the address it answers
+    to ``GetApplicationBusAddress``), made once; None without dbus-python (python3-dbus) or an
+    address. libdbus calls in this thread: ~0.14 ms each against Chromium here, like libatspi's
+    own, where GDBus from Python takes ~0.3 ms."""
+    if bus_name in _peers:
+        return _peers[bus_name]
+    if len(_peers) > 64:  # apps come and go between episodes
+        for conn in _peers.values():
+            try:
+                if conn is not None:
+                    conn.close()
+            except Exception:
+                pass
+        _peers.clear()
+    _peers[bus_name] = None
+    try:
+        import dbus  # noqa: PLC0415
+        from gi.repository import Gio, GLib  # noqa: PLC0415
+
+        bus = _gdbus or Gio.DBusConnection.new_for_address_sync(
+            os.environ["AT_SPI_BUS_ADDRESS"], Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
+            | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        addr = bus.call_sync(bus_name, "/org/a11y/atspi/accessible/root", "org.a11y.atspi.Application",
+                             "GetApplicationBusAddress", None, GLib.VariantType("(s)"),
+                             Gio.DBusCallFlags.NONE, 300, None).unpack()[0]
+        if addr:
+            _peers[bus_name] = dbus.connection.Connection(addr)
+    except Exception:  # no dbus-python, no bus, an app that does not answer: children read one by one
+        pass
+    return _peers[bus_name]
+
+
 def _link_app_sockets() -> None:
     """Make the agent zone's apps reachable peer to peer from this process.
 
@@ -296,6 +340,11 @@ class _Walk:
         }
         #: while a chrome subtree is walked: (keys of its nodes, reasons it reported)
         self.collect: Optional[tuple[set[chrome.Key], list[str]]] = None
+        #: while a Chromium app is walked: object path -> {"states": [w0, w1], "extents": (x, y, w,
+        #: h), "children": [path, ...]} read in one pipelined batch (:meth:`_prefetch`)
+        self.pre: dict[str, dict[str, Any]] = {}
+        #: nodes whose readings came from a prefetch batch
+        self.prefetched = 0
 
     @property
     def truncated(self) -> Optional[str]:
@@ -340,24 +389,34 @@ class _Walk:
         """One element for ``acc`` and (bounded) its subtree. Stops early, keeping what it has,
         when the application times out."""
         self.count += 1
-        if self.collect is not None:
-            k = chrome.key_of(acc)
-            if k is not None:
-                self.collect[0].add(k)
+        if depth == 1:
+            self.pre = {}  # another application: its paths are its own
+        # Chromium's nodes: name, role, text, actions and children as last read, until an event
+        # names the node (:mod:`.chrome`); states, attributes, extents, values are always read
+        cache_node = (depth > 1 and NODE_CACHE and not EXHAUSTIVE and self.app_toolkit in chrome.NODE_TOOLKITS)
+        k = chrome.key_of(acc) if cache_node or self.collect is not None else None
+        if self.collect is not None and k is not None:
+            self.collect[0].add(k)
+        props = _chrome.node(k) if cache_node else None
+        fresh = cache_node and props is None
         attrib: dict[str, str] = {}
         role = "unknown"
         text = ""
         states: Optional[set[str]] = None
         box: Optional[tuple[int, int, int, int]] = None
         ifaces: set[str] = set()
+        actions: dict[str, str] = {}
         try:
-            self._name(acc, attrib)
-            try:
-                role = self.call(acc.get_role_name) or "unknown"
-            except _AppTimedOut:
-                raise
-            except Exception:
-                pass
+            if props is not None:
+                attrib["name"], role = props.name, props.role
+            else:
+                self._name(acc, attrib)
+                try:
+                    role = self.call(acc.get_role_name) or "unknown"
+                except _AppTimedOut:
+                    raise
+                except Exception:
+                    pass
             states = self._states(acc, attrib)
             # every node is read whole, showing or not: some toolkits never set ``showing`` on
             # what is on screen (pcmanfm's folder icons), and their text is what agents and the
@@ -373,14 +432,18 @@ class _Walk:
             if "Component" in ifaces and states and "visible" in states and "showing" in states:
                 box = self._extents(acc, attrib)
             if "Text" in ifaces:
-                text = self._text(acc)
+                text = props.text if props is not None else self._text(acc)
             for flag, iface in (("image", "Image"), ("selection", "Selection")):
                 if iface in ifaces:
                     attrib[flag] = "true"
             if "Value" in ifaces:
                 self._value(acc, attrib)
             if "Action" in ifaces:
-                self._actions(acc, attrib)
+                if props is not None:
+                    actions = props.actions
+                else:
+                    self._actions(acc, actions)
+                attrib.update(actions)
         except _AppTimedOut:
             pass
         if depth == 1:
@@ -392,11 +455,16 @@ class _Walk:
                 pass
             except Exception:
                 pass
+            if self.app_toolkit in chrome.NODE_TOOLKITS and NODE_CACHE and not EXHAUSTIVE and not self.app_dead:
+                self.pre = self._prefetch(acc)
         el = ET.Element(_tag(role), attrib)
         if text:
             el.text = _clean(text)
         if self.app_dead:
             return el
+        if fresh:
+            props = chrome.NodeProps(attrib["name"], role, text, actions)
+            _chrome.put_node(k, props)
         if depth >= MAX_DEPTH:
             self.reason("depth")
             return el
@@ -405,23 +473,121 @@ class _Walk:
         # its subtree (a closed menu's items) is not walked. Applications have no showing state.
         if states is not None and "showing" not in states and role != "application":
             return el
-        try:
-            n_children = self.call(acc.get_child_count)
-        except _AppTimedOut:
-            return el
-        except Exception:
-            n_children = 0
+        kids = self._cached_kids(acc, props) if props is not None and props.children is not None else None
+        if kids is not None:
+            n_children = len(kids)
+        else:
+            try:
+                n_children = self.call(acc.get_child_count)
+            except _AppTimedOut:
+                return el
+            except Exception:
+                n_children = 0
         if role == "menu" and n_children > 0 and not EXHAUSTIVE and self._closed_menu(acc, n_children):
             el.set("truncated", "hidden-items")
             return el
         if (el.tag in chrome.ROLES and self.app_toolkit in chrome.TOOLKITS and not EXHAUSTIVE
                 and self.collect is None and n_children > 0):
             return self._chrome_children(acc, el, n_children, depth, box, ifaces)
-        self._walk_children(acc, el, n_children, depth, role, box, ifaces)
+        self._walk_children(acc, el, n_children, depth, role, box, ifaces, props, kids)
         return el
 
+    def _prefetch(self, app: Any) -> dict[str, dict[str, Any]]:
+        """States and screen extents of the app's nodes as last walked (reached through the
+        children each had then), and child paths of those whose child list is stored, asked
+        all at once on the app's socket: the replies come back in one go instead of a round
+        trip each (on a loaded 2-core machine most of a call is waiting for Chromium's thread to
+        be scheduled). The walk takes a value from here instead of asking for it, so what it
+        reads is the same, a few ms earlier. Returns path -> {"states"|"extents"|"children": the
+        reply's value}; {} without a peer connection, and when the app does not answer (then
+        ``app_dead``: skipped like an app whose call timed out)."""
+        k = chrome.key_of(app)
+        conn = _peer(k[0]) if k is not None else None
+        if conn is None:
+            return {}
+        try:
+            import dbus  # noqa: PLC0415
+
+            roots = self.call(conn.call_blocking, None, app.path, "org.a11y.atspi.Accessible", "GetChildren",
+                              "", [], CALL_TIMEOUT_MS / 1000)
+        except _AppTimedOut:
+            return {}
+        except Exception:
+            return {}
+        todo: list[tuple[str, str, str, str, list[Any]]] = []
+        frontier, seen = [(str(b), str(p)) for b, p in roots], set()
+        while frontier and len(seen) < self.max_nodes:
+            nxt = []
+            for key in frontier:
+                if len(seen) >= self.max_nodes:  # (an app's reply may list any number of children)
+                    break
+                if key in seen:
+                    continue
+                seen.add(key)
+                props = _chrome.nodes.get(key)
+                todo.append((key[1], "org.a11y.atspi.Accessible", "GetState", "", []))
+                todo.append((key[1], "org.a11y.atspi.Component", "GetExtents", "u", [0]))  # 0: screen
+                if props is not None and props.children is not None:
+                    todo.append((key[1], "org.a11y.atspi.Accessible", "GetChildren", "", []))
+                nxt.extend(_chrome.hints.get(key, ()))
+            frontier = nxt
+        out: dict[str, dict[str, Any]] = {}
+        names = {"GetState": "states", "GetExtents": "extents", "GetChildren": "children"}
+        timed_out = []
+
+        def reply(path: str, what: str) -> Callable[[Any], None]:
+            def done(msg: Any) -> None:
+                if isinstance(msg, dbus.lowlevel.MethodReturnMessage):
+                    args = msg.get_args_list()
+                    if args:
+                        out.setdefault(path, {})[what] = args[0]
+                elif isinstance(msg, dbus.lowlevel.ErrorMessage) and "NoReply" in (msg.get_error_name() or ""):
+                    timed_out.append(path)
+            return done
+
+        try:
+            pending = []
+            for path, iface, method, sig, args in todo:
+                msg = dbus.lowlevel.MethodCallMessage(None, path, iface, method)
+                if sig:
+                    msg.append(*args, signature=sig)
+                pending.append(conn.send_message_with_reply(msg, reply(path, names[method]), CALL_TIMEOUT_MS / 1000,
+                                                            require_main_loop=False))
+            for pc in pending:
+                pc.block()
+        except Exception:
+            return {}
+        if timed_out:  # (not the batch's time: a big page under load may take long, and answers)
+            self.app_dead = True  # hung: the app is skipped as when one call times out
+            return {}
+        self.prefetched += len(out)
+        return out
+
+    def _cached_kids(self, acc: Any, props: chrome.NodeProps) -> Optional[list[Any]]:
+        """``props.children`` when the node's children are still those (their object paths, one
+        ``GetChildren`` call: Chromium does not always send children-changed to the parent we
+        see, e.g. when the DOM parent is an ignored node), else None (read them one by one)."""
+        k = chrome.key_of(acc)
+        conn = _peer(k[0]) if k is not None else None
+        if conn is None or props.children is None:
+            return None
+        paths = self.pre.get(acc.path, {}).pop("children", None)
+        if paths is None:
+            try:
+                paths = self.call(conn.call_blocking, None, acc.path, "org.a11y.atspi.Accessible", "GetChildren",
+                                  "", [], CALL_TIMEOUT_MS / 1000)
+            except _AppTimedOut:
+                raise
+            except Exception:
+                return None
+        have = [getattr(c, "path", None) for c in props.children]
+        return props.children if [str(p) for _, p in paths] == have else None
+
     def _walk_children(self, acc: Any, el: ET.Element, n_children: int, depth: int, role: str,
-                       box: Optional[tuple[int, int, int, int]], ifaces: set[str]) -> None:
+                       box: Optional[tuple[int, int, int, int]], ifaces: set[str],
+                       props: Optional[chrome.NodeProps] = None, kids: Optional[list[Any]] = None) -> None:
+        """``props``: the node's cached reading, whose child list is filled when the children
+        are read one by one; ``kids``: its checked child list (see :meth:`_cached_kids`)."""
         outer_frame = self.frame
         if role == "frame" and box is not None:
             self.frame = (el.get("name", ""), box)
@@ -429,7 +595,7 @@ class _Walk:
             if n_children > LARGE_CONTAINER:
                 self._large_children(acc, el, n_children, depth, box if "Table" in ifaces else None)
             else:
-                self._children(acc, el, range(n_children), depth)
+                self._children(acc, el, range(n_children), depth, props, kids)
         except _AppTimedOut:
             pass
         finally:
@@ -478,16 +644,29 @@ class _Walk:
             return False
         return True
 
-    def _children(self, acc: Any, el: ET.Element, indices: Any, depth: int) -> None:
+    def _children(self, acc: Any, el: ET.Element, indices: range, depth: int,
+                  props: Optional[chrome.NodeProps] = None, kids: Optional[list[Any]] = None) -> None:
+        if kids is not None and len(kids) != len(indices):
+            kids = None
+        got: Optional[list[Any]] = [] if props is not None and kids is None else None
         for i in indices:
             if self._stop() or self.app_dead:
                 return
-            try:
-                ch = self.call(acc.get_child_at_index, i)
-            except Exception:
-                continue
+            if kids is not None:
+                ch = kids[i]
+            else:
+                try:
+                    ch = self.call(acc.get_child_at_index, i)
+                except Exception:
+                    got = None  # a child that could not be read: do not keep the list
+                    continue
+                if got is not None:
+                    got.append(ch)
             if ch is not None:
                 el.append(self.node(ch, depth + 1))
+        if got is not None and props is not None:
+            props.children = got
+            _chrome.hint(chrome.key_of(acc), got)
 
     def _large_children(self, acc: Any, el: ET.Element, n: int, depth: int,
                         table_box: Optional[tuple[int, int, int, int]]) -> None:
@@ -654,12 +833,17 @@ class _Walk:
 
     def _states(self, acc: Any, attrib: dict[str, str]) -> Optional[set[str]]:
         """State nicks (also written as ``st:`` attributes); None when they cannot be read."""
-        try:
-            raw = self.call(acc.get_state_set).get_states()
-        except _AppTimedOut:
-            raise
-        except Exception:
-            return None
+        bits = self.pre.get(acc.path, {}).pop("states", None) if self.pre else None
+        if bits is not None:  # AT-SPI's two 32-bit words: state i is bit i, as libatspi reads them
+            word = int(bits[0]) | (int(bits[1]) << 32)
+            raw: Any = [i for i in range(64) if word >> i & 1]
+        else:
+            try:
+                raw = self.call(acc.get_state_set).get_states()
+            except _AppTimedOut:
+                raise
+            except Exception:
+                return None
         states = set()
         for st in raw:
             nick = self.state_names.get(int(st))
@@ -669,6 +853,12 @@ class _Walk:
         return states
 
     def _extents(self, acc: Any, attrib: dict[str, str]) -> Optional[tuple[int, int, int, int]]:
+        box = self.pre.get(acc.path, {}).pop("extents", None) if self.pre else None
+        if box is not None:
+            x, y, w, h = (int(v) for v in box)
+            attrib[_CP + "screencoord"] = "(%d, %d)" % (x, y)
+            attrib[_CP + "size"] = "(%d, %d)" % (w, h)
+            return (x, y, w, h)
         try:
             r = self.call(acc.get_extents, self.pa.XY_SCREEN)
         except _AppTimedOut:
@@ -742,7 +932,8 @@ def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_B
     that an observation grabs the screen once (the server's ``/guigym/observe``).
 
     Returns ``(root element, stats)`` with stats ``{"nodes": int, "truncated": str|None,
-    "ms": float, "skipped_apps": [name, ...]}``. Raises :class:`A11yUnavailable` when AT-SPI
+    "ms": float, "skipped_apps": [name, ...], "prefetched": int}`` (prefetched: nodes of
+    Chromium windows read in a batch, see ``_Walk._prefetch``). Raises :class:`A11yUnavailable` when AT-SPI
     cannot be reached.
     """
     if max_nodes < 1 or time_budget <= 0:
@@ -806,7 +997,7 @@ def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_B
     if walk.truncated:
         root.set("truncated", walk.truncated)
     return root, {"nodes": walk.count, "truncated": walk.truncated, "ms": (time.monotonic() - t0) * 1e3,
-                  "skipped_apps": skipped}
+                  "skipped_apps": skipped, "prefetched": walk.prefetched}
 
 
 def to_xml(root: ET.Element) -> str:
