@@ -260,14 +260,46 @@ def test_sudo_shim(desktop):
     assert out["output"].strip() == "user"
 
 
-def test_pactl_stand_in_keeps_volume_per_episode(desktop):
+def test_pactl_keeps_volume_per_episode_on_the_zones_own_pulseaudio(desktop):
+    """The agent zone runs its own PulseAudio (null sink): `pactl` is the real one, OSWorld's os
+    task 28cc3b7e's check reads it, and a reset brings the sink back to its start volume."""
+    _need(shutil.which("pulseaudio") is not None and shutil.which("pactl") is not None,
+          "PulseAudio is not installed (Debian packages pulseaudio pulseaudio-utils)")
+    info = sh(desktop, "pactl info")
+    assert info["returncode"] == 0 and "Server String:" in info["output"], info  # the stand-in prints neither
+    check = "pulseaudio --start\npactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | awk '{print $5}' | sed 's/%//g'"
+    assert sh(desktop, check)["output"] == "50\n"  # below the max: a no-op does not pass 28cc3b7e
     out = sh(desktop, "pactl set-sink-volume @DEFAULT_SINK@ 40% && pactl set-sink-volume @DEFAULT_SINK@ +10% "
                       "&& pactl set-sink-mute @DEFAULT_SINK@ toggle && pactl get-sink-volume @DEFAULT_SINK@ "
                       "&& pactl get-sink-mute @DEFAULT_SINK@")["output"]
     assert "/  50% /" in out and "Mute: yes" in out
+    assert sh(desktop, "pactl set-sink-volume @DEFAULT_SINK@ 100%")["returncode"] == 0
+    assert sh(desktop, check)["output"] == "100\n"  # what the agent does is what the check reads
     assert sh(desktop, "pactl set-sink-volume nosuchsink 10%")["returncode"] == 1
     desktop.revert()
-    assert "/ 100% /" in sh(desktop, "pactl get-sink-volume @DEFAULT_SINK@")["output"]
+    assert sh(desktop, check)["output"] == "50\n"
+    assert "Mute: no" in sh(desktop, "pactl get-sink-mute @DEFAULT_SINK@")["output"]
+
+
+def test_pactl_stand_in_without_a_sound_server(tmp_path):
+    """sandbox_bin/pactl with no server reachable: its own state file in XDG_RUNTIME_DIR, the same
+    start volume as the zone's PulseAudio, gone with the runtime dir (emptied at every reset)."""
+    pactl = Path(__file__).resolve().parents[1] / "guigym" / "envs" / "desktop" / "sandbox_bin" / "pactl"
+    env = {"PATH": os.environ.get("PATH", ""), "XDG_RUNTIME_DIR": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(pactl), *args], env=env, capture_output=True, text=True)
+
+    assert "/  50% /" in run("get-sink-volume", "@DEFAULT_SINK@").stdout
+    assert run("set-sink-volume", "@DEFAULT_SINK@", "+10%").returncode == 0
+    assert run("set-sink-mute", "@DEFAULT_SINK@", "toggle").returncode == 0
+    assert "/  60% /" in run("get-sink-volume", "@DEFAULT_SINK@").stdout
+    assert "Mute: yes" in run("get-sink-mute", "@DEFAULT_SINK@").stdout
+    bad = run("set-sink-volume", "nosuchsink", "10%")
+    assert bad.returncode == 1 and "No such entity" in bad.stderr
+    for f in tmp_path.iterdir():  # the reset empties the runtime dir
+        f.unlink()
+    assert "/  50% /" in run("get-sink-volume", "@DEFAULT_SINK@").stdout
 
 
 def test_python_with_pyautogui(desktop):

@@ -452,3 +452,42 @@ def test_google_chrome_window_is_raised_and_shows_no_unsupported_flag_bar(tmp_pa
         assert "unsupported command-line flag" not in obs["a11y"]
     finally:
         env.close()
+
+
+# --------------------------------------------------------------------------- org.gnome.shell (os/ec4e3f68)
+
+_FAV = "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\ngsettings set org.gnome.shell favorite-apps "
+# OSWorld os/ec4e3f68 ("remove the first favorite app"), its config and evaluator as published
+FAVORITES_TASK = {
+    "id": "ec4e3f68-9ea4-4c18-a5c9-69f89d1178b3", "instruction": "Can you remove the first favorite app from 'favorites'?",
+    "config": [{"type": "execute", "parameters": {"command": _FAV + "\"['thunderbird.desktop']\"", "shell": True}},
+               {"type": "sleep", "parameters": {"seconds": 0.5}},
+               {"type": "execute", "parameters": {
+                   "command": _FAV + "\"['thunderbird.desktop', 'vim.desktop', 'google-chrome.desktop']\"", "shell": True}},
+               {"type": "sleep", "parameters": {"seconds": 0.5}}],
+    "evaluator": {"func": "check_gnome_favorite_apps", "result": {
+        "type": "vm_command_line", "shell": True,
+        "command": "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\ngsettings get org.gnome.shell favorite-apps"},
+        "expected": {"type": "rule", "rules": {"expected": ["google-chrome.desktop", "thunderbird.desktop"]}}}}
+
+
+def test_gnome_shell_favorites_task_runs_and_scores_what_the_agent_set() -> None:
+    """The org.gnome.shell schema is installed (gnome-shell-common): the task's setup writes the
+    favorites to the desktop's dconf, a no-op scores 0, and the favorites the evaluator expects,
+    set from a shell in the desktop as an agent would, score 1."""
+    from desktop_needs import need_desktop
+
+    need_desktop()
+    if subprocess.run(["gsettings", "list-keys", "org.gnome.shell"], capture_output=True).returncode != 0:
+        pytest.skip("the GSettings schema org.gnome.shell is not installed (Debian package gnome-shell-common)")
+    task = parse_osworld_task(FAVORITES_TASK, source="OSWorld os/ec4e3f68")
+    env = OSWorldEnv(tasks=[task], provider="local", max_steps=10)
+    try:
+        env.reset(options={"task": task.id})
+        assert verify_task(env, task, None)[0] == 0.0
+        env.reset(options={"task": task.id})
+        res = env.client.execute(_FAV + "\"['thunderbird.desktop', 'google-chrome.desktop']\"", shell=True, timeout=30)
+        assert res["returncode"] == 0, res
+        assert verify_task(env, task, None)[0] == 1.0
+    finally:
+        env.close()

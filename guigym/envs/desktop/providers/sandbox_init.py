@@ -35,11 +35,17 @@ import sys
 import time
 import traceback
 
-#: pid 1 of the agent zone: starts the zone's own session D-Bus, says "ready" on stdout, then
-#: reaps orphans for ever. SIGCHLD stays blocked (sigwait), so it has no signal handler and a
+#: the zone's PulseAudio sink volume at the start of an episode (65536 = 100%): 50%, a stated
+#: choice **(differs)**: OSWorld's VM image does not publish its own, and its os task
+#: 28cc3b7e ("turn up to the max volume") presumes it is below the max (sandbox_bin/pactl's
+#: stand-in starts at the same value)
+PULSE_VOLUME = 32768
+
+#: pid 1 of the agent zone: starts the zone's own session D-Bus (and PulseAudio when installed),
+#: says "ready" on stdout, then reaps orphans for ever. SIGCHLD stays blocked (sigwait), so it has no signal handler and a
 #: signal sent from inside the zone cannot end it (the kernel ignores those for a pid 1).
 ZONE_INIT = r"""
-import os, signal
+import os, signal, time
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
 r, w = os.pipe()
 os.set_inheritable(w, True)
@@ -57,6 +63,30 @@ while not line.endswith(b"\n"):
         break
     line += chunk
 os.close(r)
+# PulseAudio, when the host has it: the zone's own sound server (a null sink, no sound device),
+# so `pactl` is the real one (sandbox_bin/pactl uses it when the socket is there) and its
+# state dies with the zone, like a VM revert. Its sink starts at PULSE_VOLUME.
+pa = "/usr/bin/pulseaudio"
+if os.path.exists(pa):
+    run = os.environ["XDG_RUNTIME_DIR"]
+    script = run + "/guigym-pulse.pa"
+    with open(script, "w") as f:
+        f.write("load-module module-null-sink sink_name=guigym-null-sink "
+                "sink_properties=device.description=guigym-null-sink\n"
+                "load-module module-native-protocol-unix auth-anonymous=1\n"
+                "set-default-sink guigym-null-sink\n"
+                "set-sink-volume guigym-null-sink PULSE_VOLUME\n")
+    try:
+        os.posix_spawn(pa, [pa, "-n", "-F", script, "--daemonize=no", "--exit-idle-time=-1",
+                            "--log-target=stderr", "--log-level=error"], os.environ, setsigmask=())
+        for _ in range(250):  # up to 5 s for its socket; a missing one leaves pactl's stand-in
+            if os.path.exists(run + "/pulse/native"):
+                break
+            time.sleep(0.02)
+        else:
+            os.write(2, b"zone: pulseaudio: no socket after 5 s" + bytes([10]))
+    except OSError as exc:
+        os.write(2, ("zone: pulseaudio: %s" % exc).encode() + bytes([10]))
 os.write(1, b"ready\n")
 os.close(1)
 while True:
@@ -472,7 +502,7 @@ class Init:
         argv = [*self.cfg["zone_argv"], "--info-fd", str(info_w), "--clearenv"]
         for key, value in sorted(self.zone_env.items()):
             argv += ["--setenv", key, str(value)]
-        argv += ["--", "/usr/bin/python3", "-I", "-S", "-c", ZONE_INIT]
+        argv += ["--", "/usr/bin/python3", "-I", "-S", "-c", ZONE_INIT.replace("PULSE_VOLUME", str(PULSE_VOLUME))]
         zone = self.spawn("zone", argv, env={"PATH": self.env.get("PATH", "/usr/bin:/bin")},
                           pass_fds=(info_w,), stdout=subprocess.PIPE)
         os.close(info_w)
