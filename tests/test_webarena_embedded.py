@@ -102,3 +102,32 @@ def test_the_next_episode_runs_in_the_blank_context_prewarmed_after_the_reset():
         assert ctl.episode.context is spare and "byteblaze" in obs["a11y"]
     finally:
         env.close()
+
+
+@needs_fossil
+def test_the_next_episode_takes_its_start_pages_stylesheet_from_the_warmed_cache():
+    """After a reset, the prewarmed context's HTTP cache is filled with the static files the next
+    task's start page loaded (here the same task: the env's only one), so the next start page
+    asks the site for none of them; the page itself comes from the restored site."""
+    from guigym.envs.web.webarena.env import WebArenaEnv
+    from guigym.envs.web.webarena.sites import EMBEDDED
+
+    env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])
+    try:
+        env.reset()
+        first = env.controller.evaluate(_RESOURCES)
+        assert any(u.endswith(".css") and size > 0 for u, size in first), first  # fetched: a fresh context
+        env.controller._next.result(timeout=60)
+        obs, _ = env.reset()
+        second = env.controller.evaluate(_RESOURCES)
+        assert "Slow search on large repositories" in obs["a11y"]
+        assert [u for u, _ in second] == [u for u, _ in first]
+        assert all(size == 0 for _, size in second), second  # every one from the cache
+        nav = env.controller.evaluate("performance.getEntriesByType('navigation')[0].transferSize")
+        assert nav > 0, "the page itself must come from the site"
+    finally:
+        env.close()
+
+
+_RESOURCES = ("performance.getEntriesByType('resource').map(e => [new URL(e.name).pathname, e.transferSize])"
+              ".filter(([p]) => /\\.(css|js|woff2?)$/.test(p))")

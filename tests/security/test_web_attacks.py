@@ -19,6 +19,7 @@ import guigym  # noqa: F401 - registers the envs
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, ConfigError
 from guigym.envs.web.controller import WebController, WebControllerConfig
+from guigym.envs.web.url_policy import UrlPolicy
 
 PASSWD_MARK = "root:x:0:0"  # first line of /etc/passwd on every Linux this runs on
 
@@ -162,7 +163,12 @@ class _Site:
 @pytest.fixture(scope="module")
 def sites() -> Iterator[tuple[_Site, _Site, str]]:
     secret = "SECRET-" + secrets.token_hex(8)
-    other = _Site({"/secret": (200, {}, f"<p>{secret}</p>")})
+    other = _Site({
+        "/secret": (200, {}, f"<p>{secret}</p>"),
+        # a script another site lets browsers cache for an hour
+        "/lib.js": (200, {"Content-Type": "application/javascript", "Cache-Control": "max-age=3600"},
+                    f"window.leaked = '{secret}';"),
+    })
     task_page = f"""<!doctype html><html><body>
       <a href="{other.origin}/secret">other site</a>
       <a href="file:///etc/passwd">passwd</a>
@@ -178,6 +184,14 @@ def sites() -> Iterator[tuple[_Site, _Site, str]]:
         "/loop": (200, {}, '<button onclick="while (true) {}">loop</button>'),
         # a page of the task's site that loads a script from elsewhere (a CDN with a local fallback)
         "/cdn": (200, {}, f'<script src="{other.origin}/secret.js"></script><p id="ok">page shown</p>'),
+        "/site.css": (200, {"Content-Type": "text/css"}, "p { margin: 1px; }"),
+        "/uses-lib": (200, {}, f'<script src="{other.origin}/lib.js"></script><p>uses lib</p>'),
+        # a redirect the browser may cache for an hour, to the other site
+        "/cached-hop": (301, {"Location": f"{other.origin}/secret", "Cache-Control": "max-age=3600"}, ""),
+        "/sw.js": (200, {"Content-Type": "application/javascript"},
+                   f"self.addEventListener('install', e => e.waitUntil(fetch('{other.origin}/from-sw')"
+                   ".catch(() => 0)));"),
+        "/sw": (200, {}, "<script>navigator.serviceWorker.register('/sw.js')</script><p>worker</p>"),
     })
     yield task, other, secret
     task.close()
@@ -281,3 +295,58 @@ def test_an_allowed_other_site_can_be_visited_and_the_episode_is_still_scored(si
         assert info["verifier"]["task_page_gone"] is True
     finally:
         e.close()
+
+
+# -- the HTTP cache: the policy is enforced by a proxy in front of Chromium's network stack, and
+# -- the cache sits before it, so nothing the policy refuses may ever be in an episode's cache.
+
+def test_a_cache_warmed_for_another_task_serves_nothing_this_policy_refuses(sites):
+    """A prewarmed context was warmed under a wider policy (the next task was expected to allow
+    the other site too); the episode that takes it allows only the task site. Its page's script
+    from the other site must not come from the cache (all loopback ports are one site to
+    Chromium, so the cache entry would match)."""
+    task, other, secret = sites
+    c = WebController(WebControllerConfig(viewport=(400, 300)))
+    try:
+        c.runtime.ensure_started()
+        wide = UrlPolicy.for_start_url(task.origin + "/uses-lib", [other.origin])
+        c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
+        c._next.result(timeout=60)
+        hits = other.httpd.hits.count("/lib.js")
+        assert hits >= 1, "the warm-up did not fetch the script: this test would prove nothing"
+        c.open(task.origin + "/uses-lib")  # default policy: the task site only
+        assert "uses lib" in c.observe().a11y
+        assert c.evaluate("window.leaked === undefined"), "the refused script ran (served from the cache)"
+        assert other.httpd.hits.count("/lib.js") == hits
+        # control: an episode whose policy allows the other site does get it from the warmed cache
+        c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
+        c._next.result(timeout=60)
+        hits = other.httpd.hits.count("/lib.js")
+        c.open(task.origin + "/uses-lib", wide)
+        assert c.evaluate("window.leaked") == secret and other.httpd.hits.count("/lib.js") == hits
+    finally:
+        c.close()
+
+
+def test_a_cached_redirect_to_another_site_is_refused_every_time(sites, ctl):
+    """The 301 is cached by the first visit; the second visit takes it from the cache without
+    asking the task site, and its hop to the other site must still be refused."""
+    task, other, secret = sites
+    hits = len(other.httpd.hits)
+    for _ in range(2):
+        err = _act(ctl, A.Goto(url=task.origin + "/cached-hop"))
+        assert err is not None and "blocked" in err, err
+        obs = ctl.observe()
+        assert secret not in obs.a11y and not obs.url.startswith(other.origin), obs.url
+    assert task.httpd.hits.count("/cached-hop") == 1, "the redirect was not cached: this test would prove nothing"
+    assert len(other.httpd.hits) == hits, "a request reached the other site"
+
+
+def test_a_service_worker_of_the_task_site_cannot_reach_another_site(sites, ctl):
+    task, other, _ = sites
+    assert _act(ctl, A.Goto(url=task.origin + "/sw")) is None
+    state = ctl.runtime.run(ctl.page.evaluate(
+        "navigator.serviceWorker.ready.then(r => r.active ? r.active.state : 'none')"), 20, "waiting for the worker")
+    assert state in ("activating", "activated")
+    assert "/sw.js" in task.httpd.hits
+    assert "/from-sw" not in other.httpd.hits, "the service worker's request reached the other site"

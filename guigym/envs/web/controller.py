@@ -17,7 +17,8 @@ import re
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence, Union
+from urllib.parse import urlsplit
 
 import numpy as np
 from PIL import Image
@@ -25,7 +26,8 @@ from PIL import Image
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError, TaskSpecError
 from guigym.envs.web.browser import BrowserRuntime, PageUnresponsive, is_playwright_error
-from guigym.envs.web.url_policy import UrlPolicy
+from guigym.envs.web.policy_proxy import PolicyProxy
+from guigym.envs.web.url_policy import UrlPolicy, origin_of
 
 _A11Y_JS = resources.files("guigym.envs.web").joinpath("assets/a11y.js").read_text(encoding="utf-8")
 
@@ -107,15 +109,19 @@ def applicable_later(context_options: dict[str, Any]) -> bool:
 
 
 class _Episode:
-    """One episode's browser context: its tabs, which one the agent sees, and its URL policy.
+    """One episode's browser context: its tabs, which one the agent sees, and its URL policy,
+    enforced by the context's own :class:`PolicyProxy` (given the policy here).
 
-    Mutated only on the browser thread (Playwright's event handlers and the controller's
-    coroutines run there).
+    Mutated only on the browser thread (Playwright's event handlers, the proxy and the
+    controller's coroutines run there).
     """
 
-    def __init__(self, context: Any, policy: UrlPolicy) -> None:
+    def __init__(self, context: Any, policy: UrlPolicy, proxy: PolicyProxy) -> None:
         self.context = context
         self.policy = policy
+        self.proxy = proxy
+        proxy.policy = policy
+        proxy.on_refused = self.refused
         self.task_page: Any = None
         self.tabs: list[Any] = []  # open pages, in the order they were opened
         self.active: Any = None  # the page the agent sees and acts on
@@ -145,20 +151,14 @@ class _Episode:
         for page in [p for p in self.tabs if p.is_closed()]:
             self._closed(page)
 
-    async def abort(self, route: Any) -> None:
-        """Route handler for every request the policy refuses (the route's regex matched it)."""
-        url = route.request.url
+    def refused(self, url: str, navigation: bool) -> None:
+        """The proxy refused a request of this context (the proxy already answered it: a refused
+        navigation gets 204, on which Chromium keeps the page that started it, like the Stop
+        button, instead of an error page replacing the task)."""
         # only navigations are the agent's doing; a page's own script/font/image from elsewhere
         # (e.g. a CDN with a local fallback) is refused without blaming the agent's action
-        navigation = route.request.is_navigation_request()
         if navigation and len(self.blocked) < 100:  # a page firing requests in a loop must not grow this forever
             self.blocked.append(f"{url[:200]}: {self.policy.refusal(url) or 'not allowed'}")
-        # "aborted" (net::ERR_ABORTED) cancels a navigation like the Stop button: the page that
-        # started it stays, instead of an error page replacing the task
-        try:
-            await route.abort("aborted")
-        except Exception:  # noqa: BLE001 - its page closed meanwhile: nothing left to abort
-            pass
 
     def drain_blocked(self) -> list[str]:
         out, self.blocked = self.blocked, []
@@ -168,6 +168,22 @@ class _Episode:
 #: URLs a tab may show that no request produced and no policy needs to allow: Chromium's own
 #: error page for a failed navigation, and the documents ``about:`` gives every frame
 _HARMLESS = re.compile(r"^(about:blank|about:srcdoc|chrome-error://chromewebdata/)(?:[?#]|$)")
+
+
+#: the paths of the static files a context may be warmed with: stylesheets, scripts, fonts
+_STATIC_PATH = re.compile(r"\.(css|js|mjs|woff2?|ttf|otf)$", re.IGNORECASE)
+#: ... of those, the ones Chromium shows as text when opened in a tab
+_TEXT_PATH = re.compile(r"\.(css|js|mjs)$", re.IGNORECASE)
+#: stylesheets, scripts and fonts a page loaded, by the extension of their path
+_STATIC_JS = r"""() => [...new Set(performance.getEntriesByType('resource')
+    .filter(e => ['link', 'script', 'css', 'other'].includes(e.initiatorType))
+    .map(e => e.name)
+    .filter(u => /\.(css|js|mjs|woff2?|ttf|otf)$/i.test(new URL(u).pathname)))]"""
+
+
+#: what :meth:`WebController.prewarm_blank` warms a context with: ``(policy, top_url, urls)``, or
+#: a function from the current task page's static files to such a tuple (or None)
+WarmPlan = Union[tuple[UrlPolicy, str, Sequence[str]], Callable[[list[str]], Optional[tuple[UrlPolicy, str, Sequence[str]]]]]
 
 
 class _Retry(Exception):
@@ -195,8 +211,16 @@ class WebController:
     agent closes the last tab, an empty one (about:blank) takes its place, as the window stays.
 
     URLs: every episode has a :class:`UrlPolicy` (default: the start URL's origin). ``goto`` with
-    a refused URL raises :class:`ActionNotPossible`; requests to refused URLs are aborted in the
-    browser context, so the rule holds for clicks, scripts and redirects too.
+    a refused URL raises :class:`ActionNotPossible`; every request of the browser context goes
+    through the context's own loopback :class:`PolicyProxy`, which refuses what the policy
+    refuses, so the rule holds for clicks, scripts, popups, workers and every redirect hop too,
+    while Chromium's HTTP cache stays on (request routing would turn it off, policy_proxy.py).
+
+    Cache: each context's cache is its own (fresh per episode). :meth:`prewarm_blank` may fill
+    the next context's cache with static files of the next task's sites under that task's
+    policy; an episode whose policy does not allow every origin warmed gets the cache cleared
+    before its first request (:meth:`_finish_blank`), so nothing its policy refuses is ever
+    served from it.
     """
 
     def __init__(self, config: WebControllerConfig | None = None) -> None:
@@ -206,6 +230,10 @@ class WebController:
         self._next: Optional[concurrent.futures.Future] = None
         self._next_key: Optional[tuple[str, UrlPolicy]] = None
         self._retired: list[Any] = []
+        #: each context's policy proxy (closed with the context, :meth:`_discard`)
+        self._proxies: dict[Any, PolicyProxy] = {}
+        #: origins a prewarmed blank context's cache was warmed with (:meth:`prewarm_blank`)
+        self._warmed: dict[Any, frozenset[str]] = {}
         # Capture the whole window and crop in numpy: CDP's `clip` parameter makes Chromium take a
         # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py);
         # plain PNG encodes slower than optimizeForSpeed but decodes faster, a net win.
@@ -214,14 +242,25 @@ class WebController:
             self._shot_params["optimizeForSpeed"] = True
 
     # -- episode lifecycle ------------------------------------------------------------------------
-    async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None) -> _Episode:
+    async def _new_context(self, policy: Optional[UrlPolicy], **options: Any) -> Any:
+        """A fresh context whose every request goes through a new :class:`PolicyProxy` of its own
+        (``policy`` None: it refuses everything until an episode's policy is set)."""
+        proxy = await PolicyProxy(policy).start()
         w, h = self.config.window or self.config.viewport
-        ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1,
-                                                     **(context_options or {}))
+        try:
+            ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1,
+                                                         proxy={"server": proxy.server}, **options)
+        except BaseException:
+            await proxy.close()
+            raise
+        self._proxies[ctx] = proxy
         ctx.set_default_timeout(self.config.call_timeout_s * 1000)
         await ctx.add_init_script(_A11Y_JS)
-        ep = _Episode(ctx, policy)
-        await ctx.route(policy.blocked_regex(), ep.abort)
+        return ctx
+
+    async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None) -> _Episode:
+        ctx = await self._new_context(policy, **(context_options or {}))
+        ep = _Episode(ctx, policy, self._proxies[ctx])
         page = await ctx.new_page()
         ep.adopt(page)
         ep.task_page = page
@@ -234,6 +273,10 @@ class WebController:
             await ctx.close()
         except Exception:  # noqa: BLE001 - the context may die with a crashed browser
             pass
+        self._warmed.pop(ctx, None)
+        proxy = self._proxies.pop(ctx, None)
+        if proxy is not None:
+            await proxy.close()
 
     def open(self, url: str, policy: Optional[UrlPolicy] = None, context_options: Optional[dict[str, Any]] = None) -> None:
         """Start a new episode on ``url`` in a fresh browser context.
@@ -286,18 +329,61 @@ class WebController:
         ep.prune()
         return ep.tabs == [ep.task_page] and ep.task_page.url.split("#")[0] == url.split("#")[0]
 
-    async def _make_blank(self) -> tuple[Any, Any]:
+    async def _make_blank(self, warm: Optional[WarmPlan] = None) -> tuple[Any, Any]:
         """A fresh context with one blank tab (its renderer started, ~250 ms on 2 cores) and the
-        a11y script installed; no URL policy yet, and nothing loaded."""
-        w, h = self.config.window or self.config.viewport
-        ctx = await self.runtime.browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
-        ctx.set_default_timeout(self.config.call_timeout_s * 1000)
-        await ctx.add_init_script(_A11Y_JS)
-        return ctx, await ctx.new_page()
+        a11y script installed; no URL policy yet (its proxy refuses everything), and nothing
+        loaded in the tab. ``warm``: see :meth:`prewarm_blank`."""
+        if callable(warm):
+            warm = warm(await self._static_files())
+        ctx = await self._new_context(None)
+        page = await ctx.new_page()
+        if warm is not None and warm[2]:
+            try:
+                await self._warm(ctx, page, warm[0], warm[1], tuple(warm[2]))
+            except Exception:  # noqa: BLE001 - a failed warm-up costs speed only; the cache may hold part of it
+                if not self.runtime.alive:
+                    raise
+                if page.is_closed() or page.url != "about:blank":  # left on a warm-up document: a new tab
+                    await page.close()
+                    page = await ctx.new_page()
+        return ctx, page
+
+    async def _warm(self, ctx: Any, page: Any, policy: UrlPolicy, top: str, urls: tuple[str, ...]) -> None:
+        """Fill ``ctx``'s HTTP cache with ``urls`` (static files) under ``policy``, from ``page``
+        (the blank tab), which is then emptied again with a history of one entry, as if new.
+
+        Chromium keys its cache by the top-level page's site as well as by URL, so the files are
+        fetched from a document of ``top``'s origin, the way the start page will ask for them:
+        that document is the first of them on that origin that is a stylesheet or a script (a
+        font would be a download), shown as text, so no site script runs and no site page is
+        loaded ahead. Cookies a response set are dropped."""
+        proxy = self._proxies[ctx]
+        allowed = tuple(u for u in urls if policy.allows(u) and _STATIC_PATH.search(urlsplit(u).path))
+        home = origin_of(top)
+        first = next((u for u in allowed if home is not None and origin_of(u) == home
+                      and _TEXT_PATH.search(urlsplit(u).path)), None)
+        if first is None:
+            return
+        proxy.policy = policy
+        self._warmed[ctx] = frozenset(filter(None, map(origin_of, allowed)))
+        try:
+            await page.goto(first, wait_until="domcontentloaded", timeout=self.config.load_timeout_s * 1000)
+            await page.evaluate("""(us) => Promise.all(us.map(u => fetch(u, {mode: u.startsWith(location.origin + '/')
+                                     ? 'same-origin' : 'no-cors'}).then(r => r.arrayBuffer()).catch(() => null)))""",
+                                list(allowed))
+        finally:
+            proxy.policy = None
+            await page.goto("about:blank", timeout=self.config.load_timeout_s * 1000)
+            cdp = await ctx.new_cdp_session(page)
+            try:  # the warm-up's entries leave the tab's history (go_back from the start page: blank)
+                await cdp.send("Page.resetNavigationHistory")
+            finally:
+                await cdp.detach()
+            await ctx.clear_cookies()
 
     def _finish_blank(self, made: tuple[Any, Any], url: str, policy: UrlPolicy,
                       context_options: Optional[dict[str, Any]]) -> Optional[_Episode]:
-        """The episode on a blank prewarmed context: its policy routed in, its context options
+        """The episode on a blank prewarmed context: its policy given to its proxy, its context options
         applied (:func:`applicable_later`), then ``url`` opened. None when it cannot serve (options
         only ``new_context`` takes, a relaunched browser, a closed tab)."""
         ctx, page = made
@@ -308,8 +394,14 @@ class WebController:
             return None
 
         async def go() -> _Episode:
-            ep = _Episode(ctx, policy)
-            await ctx.route(policy.blocked_regex(), ep.abort)  # before anything loads
+            warmed = self._warmed.pop(ctx, frozenset())
+            if not warmed <= policy.origins:
+                # warmed for another task than this one: nothing this policy refuses may be
+                # served from the cache, so it is emptied before the first request
+                cdp = await ctx.new_cdp_session(page)
+                await cdp.send("Network.clearBrowserCache")
+                await cdp.detach()
+            ep = _Episode(ctx, policy, self._proxies[ctx])  # the policy is in force from here
             if opts.get("storage_state"):  # a login's cookies (applicable_later: no localStorage)
                 await ctx.add_cookies(opts["storage_state"].get("cookies", []))
             if opts.get("permissions"):
@@ -324,12 +416,19 @@ class WebController:
 
         return self.runtime.run(go(), self.config.load_timeout_s, f"opening {url}")
 
-    def prewarm_blank(self) -> None:
+    def prewarm_blank(self, warm: Optional[WarmPlan] = None) -> None:
         """Close retired contexts and build a blank context + tab for the next episode in the
         background, for envs whose next URL or site state is not known yet (WebArena-v0: the site
         is restored at the next reset, so its page cannot be loaded ahead). :meth:`open` uses it
         unless that episode needs context options only ``new_context`` takes (see
-        :func:`applicable_later`: a login's cookies and a geolocation are applied to it)."""
+        :func:`applicable_later`: a login's cookies and a geolocation are applied to it).
+
+        ``warm``: ``(policy, top_url, urls)``, the next episode's expected policy, start URL and
+        static files (stylesheets, scripts, fonts; never pages) to put into the new context's
+        HTTP cache, those ``policy`` allows only (:meth:`_warm`); or a function given the static
+        files the current task page loaded (:meth:`static_files`, read in the background too)
+        that returns such a tuple or None. The episode that takes the context gets an emptied
+        cache unless its policy allows every origin warmed."""
         if not self.runtime.alive:
             return
         for ctx in self._retired:
@@ -337,7 +436,7 @@ class WebController:
         self._retired.clear()
         if self._next is None:
             self._next_key = _BLANK
-            self._next = self.runtime.submit(self._make_blank())
+            self._next = self.runtime.submit(self._make_blank(warm))
 
     def prewarm(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
         """Close retired contexts and build the next episode's context for ``url`` in the background.
@@ -379,8 +478,38 @@ class WebController:
     def close(self) -> None:
         self._next = None
         self._retired.clear()
+        try:  # on the browser thread, where the proxies run and the map is changed
+            self.runtime.run(self._close_proxies(), 5.0, "closing the policy proxies")
+        except Exception:  # noqa: BLE001 - closing must not raise; the loop's end drops them too
+            pass
         self.runtime.close()
         self._ep = None
+
+    async def _close_proxies(self) -> None:
+        for proxy in list(self._proxies.values()):
+            await proxy.close()
+        self._proxies.clear()
+        self._warmed.clear()
+
+    def static_files(self) -> list[str]:
+        """URLs of the stylesheets, scripts and fonts the task page has loaded so far (Resource
+        Timing; by file extension, so no page or data request is listed), those the episode's
+        policy allows, in load order; [] when there is no such page or it does not answer in
+        ``call_timeout_s``. For :meth:`prewarm_blank`."""
+        return self.runtime.run(self._static_files(), self.config.call_timeout_s + 1, "reading the page's static files")
+
+    async def _static_files(self) -> list[str]:
+        ep = self._ep
+        page = ep.task_page if ep is not None else None
+        if page is None or page.is_closed():
+            return []
+        try:
+            urls = await asyncio.wait_for(page.evaluate(_STATIC_JS), self.config.call_timeout_s)
+        except Exception:  # noqa: BLE001 - a page gone or busy: nothing to warm with
+            if not self.runtime.alive:
+                raise
+            return []
+        return [u for u in urls if isinstance(u, str) and ep.policy.allows(u)]
 
     @property
     def episode(self) -> _Episode:

@@ -14,15 +14,14 @@ whitespace, control characters or backslashes (browsers strip or reinterpret tho
 here and Chromium could read one string as two different URLs).
 
 Enforced three times by :class:`~guigym.envs.web.controller.WebController`: ``goto`` checks the
-agent's URL before navigating; the browser context aborts every network request whose URL the
-policy refuses (:meth:`UrlPolicy.blocked_regex`, matched inside Playwright's driver, so allowed
-requests never make a round trip to Python), which covers navigations the agent causes
-indirectly (a link it clicks, a page script, a popup); and a tab found on a refused URL after an
-action or before an observation is blanked (``about:blank``) before anything of it is read. The
-last one is what catches a redirect from an allowed site to another one: Playwright routes only a
-redirected request's first URL, so that request is sent, but its page is never observed.
+agent's URL before navigating; every network request of the episode's browser context goes
+through the context's own loopback proxy (policy_proxy.py), which refuses what the policy
+refuses, which covers navigations the agent causes indirectly (a link it clicks, a page script,
+a popup), frames, workers and every hop of a redirect; and a tab found on a refused URL after an
+action or before an observation is blanked (``about:blank``) before anything of it is read.
 (Chromium itself refuses pages' navigations and redirects to ``file:``, ``chrome:`` and top-level
-``data:``.)
+``data:``.) :meth:`UrlPolicy.blocked_regex` is the same rule as a regex, for request routing
+(Playwright's ``route``), which the controller no longer uses: routing turns the HTTP cache off.
 """
 from __future__ import annotations
 

@@ -236,8 +236,12 @@ class WebArenaEnv(GUIEnv):
             are the tasks unless ``tasks``/``config_file`` say otherwise. Given no tasks, config file,
             URLs or sites at all, the env runs ``"all"``: ``gym.make("WebArena-v0")`` works offline.
         prewarm: build the next episode's browser context and tab in the background after each
-            reset (a fresh, blank context: isolation is unchanged; not used for episodes that
-            need a login's storage state or a geolocation).
+            reset (a fresh, blank context: isolation is unchanged; not used for episodes whose
+            storage state holds localStorage), its HTTP cache warmed with the static files
+            (CSS/JS/fonts) the next task's start page loaded last time, under that task's URL
+            policy; the next task is the one ``reset()`` without a task draws (presampled), so
+            a reset given another task gets that cache emptied unless its policy allows every
+            origin warmed.
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -314,6 +318,9 @@ class WebArenaEnv(GUIEnv):
         self.observation_space = spaces.Dict(obs)
         self._obs_meta: dict[str, Any] = {}
         self._nav = NavTracker()
+        #: start URL -> the static files (CSS/JS/fonts) its page loaded when last opened, what the
+        #: next episode's prewarmed context is warmed with (_after_reset)
+        self._statics: dict[str, list[str]] = {}
 
     # ---- per-task settings ----------------------------------------------------------------------
     @staticmethod
@@ -382,11 +389,35 @@ class WebArenaEnv(GUIEnv):
 
     def _after_reset(self) -> None:
         # the next episode's context and tab (renderer start) are built while the agent acts; its
-        # page cannot be: the site is restored only at that reset
+        # page cannot be: the site is restored only at that reset. Its HTTP cache is warmed with
+        # the static files the next task's start page loaded last time (no page: those come
+        # from the restored site), under the next task's policy (controller.prewarm_blank).
         if self.prewarm:
-            self.controller.prewarm_blank()
+            self.controller.prewarm_blank(self._warm_plan())
         else:
             self.controller.discard_retired()
+
+    def _warm_plan(self) -> Callable[[list[str]], Optional[tuple[UrlPolicy, str, list[str]]]]:
+        """For ``controller.prewarm_blank``: given the static files this episode's start page
+        loaded (read in the background), record them and return ``(policy, start URL, static
+        files)`` of the next task (the one the next ``reset()`` without a task draws; this one
+        when it is the only task), or None when its start page has not been opened yet."""
+        assert self.task is not None
+        start = self.config_of(self.task)["start_url"].split(T.TAB_SEPARATOR)[0].strip()
+        nxt = self.task if len(self.tasks) == 1 else self.presample_next_task()
+        nxt_start = self.config_of(nxt)["start_url"].split(T.TAB_SEPARATOR)[0].strip()
+        policy = self.policy_for(nxt)
+
+        def plan(files: list[str]) -> Optional[tuple[UrlPolicy, str, list[str]]]:
+            # runs on the browser thread; the main thread reads _statics only in the next reset,
+            # after this has run (open() waits for the prewarm)
+            if len(self._statics) >= 1024 and start not in self._statics:  # bounded: one entry per start URL
+                self._statics.pop(next(iter(self._statics)))
+            self._statics[start] = files
+            got = self._statics.get(nxt_start)
+            return (policy, nxt_start, got) if got else None
+
+        return plan
 
     def _observe(self) -> dict[str, Any]:
         o = self.controller.observe()

@@ -1,0 +1,169 @@
+"""Chromium's HTTP cache under the URL policy (controller.py, policy_proxy.py).
+
+The policy is enforced by a per-context loopback proxy instead of Playwright's request routing,
+which turns the cache off in every context that has a route (playwright#7220). These tests count
+the requests that reach the server, so they break if the cache were turned off again; none
+measures time.
+"""
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from typing import Any, Iterator
+
+import pytest
+
+from guigym.envs.web.controller import WebController, WebControllerConfig
+from guigym.envs.web.policy_proxy import PolicyProxy, is_navigation
+from guigym.envs.web.url_policy import UrlPolicy
+
+CSS = "body { background: rgb(1, 2, 3); }"
+PAGE = '<!doctype html><link rel="stylesheet" href="/static/site.css"><p>{}</p>'
+
+
+class _Site:
+    """A loopback site: two pages sharing one stylesheet that may be cached for an hour."""
+
+    def __init__(self) -> None:
+        hits: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                hits.append(self.path)
+                if self.path == "/static/site.css":
+                    body, ctype, cache = CSS, "text/css", "max-age=3600"
+                else:
+                    body, ctype, cache = PAGE.format(self.path), "text/html", "no-store"
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Cache-Control", cache)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.hits = hits
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[_Site]:
+    s = _Site()
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def ctl() -> Iterator[WebController]:
+    c = WebController(WebControllerConfig(viewport=(400, 300)))
+    yield c
+    c.close()
+
+
+def _css_requests(site: _Site) -> int:
+    return site.hits.count("/static/site.css")
+
+
+def _background(ctl: WebController) -> str:
+    return ctl.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+def test_a_second_page_of_the_episode_takes_the_stylesheet_from_the_cache(site, ctl):
+    before = _css_requests(site)
+    ctl.open(site.origin + "/one")
+    assert _css_requests(site) == before + 1
+    ctl.runtime.run(ctl.page.goto(site.origin + "/two", wait_until="load"), 20, "opening page two")
+    assert "/two" in ctl.page.url and _background(ctl) == "rgb(1, 2, 3)"
+    assert _css_requests(site) == before + 1, "page two asked the server for the stylesheet again"
+    sizes = ctl.evaluate("performance.getEntriesByType('resource').map(e => e.transferSize)")
+    assert sizes == [0], sizes  # served by the cache, nothing transferred
+
+
+def test_each_episode_starts_with_an_empty_cache(site, ctl):
+    ctl.open(site.origin + "/one")
+    before = _css_requests(site)
+    ctl.open(site.origin + "/two")  # a new episode: a fresh context
+    assert _css_requests(site) == before + 1
+
+
+def test_the_prewarmed_context_serves_the_start_page_its_static_files_from_the_cache(site, ctl):
+    ctl.open(site.origin + "/one")
+    assert ctl.static_files() == [site.origin + "/static/site.css"]  # the page's stylesheet, not the page
+    policy = UrlPolicy.for_start_url(site.origin + "/two")
+    ctl.prewarm_blank((policy, site.origin + "/two", ctl.static_files()))
+    ctl._next.result(timeout=60)
+    warmed = _css_requests(site)
+    pages = [h for h in site.hits if not h.startswith("/static/")]
+    ctl.open(site.origin + "/two", policy)
+    assert _css_requests(site) == warmed and _background(ctl) == "rgb(1, 2, 3)"
+    # no page of the site was loaded ahead: the warm-up fetched the static file only
+    assert [h for h in site.hits if not h.startswith("/static/")] == pages + ["/two"]
+    # and the episode's tab has no history of the warm-up
+    assert ctl.evaluate("history.length") == 2  # its blank start + the start page
+
+
+def test_the_warm_up_fetches_only_what_the_next_policy_allows(site, ctl):
+    other = _Site()
+    try:
+        policy = UrlPolicy.for_start_url(site.origin + "/one")  # the other site is not allowed
+        ctl.runtime.ensure_started()
+        ctl.prewarm_blank((policy, site.origin + "/one", [site.origin + "/static/site.css",
+                                                          other.origin + "/static/site.css"]))
+        ctl._next.result(timeout=60)
+        assert other.hits == []
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("headers, navigation", [
+    ({b"sec-fetch-mode": b"navigate"}, True),
+    ({b"sec-fetch-mode": b"no-cors"}, False),
+    ({b"upgrade-insecure-requests": b"1"}, True),  # a host that gets no Sec-Fetch-* headers
+    ({}, False),
+])
+def test_navigations_are_told_from_subresources_by_their_headers(headers, navigation):
+    assert is_navigation(headers) is navigation
+
+
+def test_the_proxy_forwards_what_the_policy_allows_and_refuses_the_rest_uncacheably(site):
+    refused: list[tuple[str, bool]] = []
+
+    async def go() -> list[bytes]:
+        proxy = await PolicyProxy(UrlPolicy.for_start_url(site.origin + "/one"),
+                                  on_refused=lambda url, nav: refused.append((url, nav))).start()
+
+        async def ask(raw: str) -> bytes:
+            r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+            w.write(raw.encode())
+            await w.drain()
+            data = await asyncio.wait_for(r.read(), 10)
+            w.close()
+            return data
+
+        try:
+            return [
+                await ask(f"GET {site.origin}/static/site.css HTTP/1.1\r\nHost: x\r\n\r\n"),
+                await ask("GET http://127.0.0.1:1/page HTTP/1.1\r\nHost: x\r\nSec-Fetch-Mode: navigate\r\n\r\n"),
+                await ask("GET http://127.0.0.1:1/lib.js HTTP/1.1\r\nHost: x\r\nSec-Fetch-Mode: no-cors\r\n\r\n"),
+                await ask("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"),
+            ]
+        finally:
+            await proxy.close()
+
+    css, page, script, tunnel = asyncio.run(go())
+    assert css.split(b"\r\n")[0].endswith(b"200 OK") and css.endswith(CSS.encode())
+    assert page.startswith(b"HTTP/1.1 204 ") and b"Cache-Control: no-store" in page  # the tab stays where it is
+    assert script.startswith(b"HTTP/1.1 403 ") and b"Cache-Control: no-store" in script
+    assert tunnel.startswith(b"HTTP/1.1 403 ")
+    assert refused == [("http://127.0.0.1:1/page", True), ("http://127.0.0.1:1/lib.js", False),
+                       ("https://example.com:443", False)]
