@@ -20,8 +20,9 @@
   extents and child lists read in one pipelined batch), alternately.
 
 Apps: the embedded suite's (terminal = xterm, editor = mousepad, file_manager = pcmanfm,
-gnumeric, libreoffice_calc) and, when installed, LibreOffice Writer/Impress, GIMP, VLC and
-Thunderbird (opened by a bench-only task). The load average is printed before and after: on a
+gnumeric, libreoffice_calc) and, when installed, LibreOffice Writer/Impress, GIMP, VLC,
+Thunderbird, Chromium (`chrome`), VS Code (`vscode`) and the opt-in Nautilus, GNOME Terminal,
+Evince and Totem (opened by a bench-only task). The load average is printed before and after: on a
 shared machine the figures are an upper bound.
 
 Targets: reset < 3 s (terminal, issue 3); every app's step < 500 ms (issue 17).
@@ -76,6 +77,12 @@ EXTRA_APPS = {
     "vlc": ("vlc", "exec vlc", "VLC media player", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
     "thunderbird": ("thunderbird", "exec thunderbird", "Thunderbird",
                     ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    # the opt-in OSWorld apps (GUIGYM_OSWORLD_APPS=1 bash scripts/install.sh)
+    "nautilus": ("nautilus", "exec nautilus --new-window ~", "Home", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    "gnome_terminal": ("gnome-terminal", "exec gnome-terminal -- bash -c 'printf \"\\033]0;GNOME Terminal bench\\007\"; "
+                       "exec bash'", "GNOME Terminal bench", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    "evince": ("evince", "exec evince", "Recent Documents", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
+    "totem": ("totem", "exec totem", "Videos", ['hotkey(keys=["shift"])', "hover(x=700, y=500)"]),
     # OSWorld's chrome domain: Chromium (as `google-chrome`) on a local page of ~500 a11y nodes
     # (CHROME_PAGE: headings, paragraphs, links, a form), as a news or shop page would give
     "chrome": ("chromium", "exec google-chrome --new-window ~/bench-page.html", "Bench page",
