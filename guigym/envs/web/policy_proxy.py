@@ -167,27 +167,25 @@ class PolicyProxy:
         await self._pipe(reader, writer, up_r, up_w, b"\r\n".join(out) + b"\r\n\r\n")
 
     @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_r: asyncio.StreamReader,
+    async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """Copy ``src`` to ``dst`` until ``src`` ends."""
+        while True:
+            data = await src.read(_CHUNK)
+            if not data:
+                break
+            dst.write(data)
+            await dst.drain()
+
+    @classmethod
+    async def _pipe(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_r: asyncio.StreamReader,
                     up_w: asyncio.StreamWriter, first: bytes) -> None:
         """Send ``first`` upstream, then copy both ways until the server's side ends."""
-        async def up() -> None:  # the request body (or a tunnel's client half)
-            while True:
-                data = await reader.read(_CHUNK)
-                if not data:
-                    break
-                up_w.write(data)
-                await up_w.drain()
-
         if first:
             up_w.write(first)
-        sender = asyncio.ensure_future(up())
+        # the request body (or a tunnel's client half) goes up while the response comes down
+        sender = asyncio.ensure_future(cls._copy(reader, up_w))
         try:
-            while True:
-                data = await up_r.read(_CHUNK)
-                if not data:
-                    break
-                writer.write(data)
-                await writer.drain()
+            await cls._copy(up_r, writer)
         finally:
             sender.cancel()
             with contextlib.suppress(BaseException):
