@@ -233,9 +233,13 @@ def _peer(bus_name: str) -> Any:
         bus = _gdbus or Gio.DBusConnection.new_for_address_sync(
             os.environ["AT_SPI_BUS_ADDRESS"], Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
             | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
-        addr = bus.call_sync(bus_name, "/org/a11y/atspi/accessible/root", "org.a11y.atspi.Application",
-                             "GetApplicationBusAddress", None, GLib.VariantType("(s)"),
-                             Gio.DBusCallFlags.NONE, 300, None).unpack()[0]
+        try:
+            addr = bus.call_sync(bus_name, "/org/a11y/atspi/accessible/root", "org.a11y.atspi.Application",
+                                 "GetApplicationBusAddress", None, GLib.VariantType("(s)"),
+                                 Gio.DBusCallFlags.NONE, 300, None).unpack()[0]
+        finally:
+            if bus is not _gdbus:  # a connection of its own (no shared one): not kept open per app
+                bus.close_sync(None)
         if addr:
             _peers[bus_name] = dbus.connection.Connection(addr)
     except Exception:  # no dbus-python, no bus, an app that does not answer: children read one by one
