@@ -56,8 +56,9 @@ def test_vector_envs_get_isolated_site_sets():
         a, b = (e.unwrapped.embedded_sites[0] for e in vec.envs)
         assert a.url != b.url and a.workdir != b.workdir
         vec.reset(options={"task": "webarena.1001"})
-        subprocess.run([a.binary, "ticket", "add", "title", "Only in the first site", "status", "Open",
-                        "-R", str(a.live)], env=a._env(), check=True, capture_output=True)
+        live = a.live_instance  # the env runs each stateful site as two instances (sites/standby.py)
+        subprocess.run([live.binary, "ticket", "add", "title", "Only in the first site", "status", "Open",
+                        "-R", str(live.live)], env=live._env(), check=True, capture_output=True)
         obs, *_ = vec.step([f"goto [{a.url}/rptview?rn=1]", f"goto [{b.url}/rptview?rn=1]"])
         assert "Only in the first site" in obs["a11y"][0]
         assert "Only in the first site" not in obs["a11y"][1]
@@ -85,7 +86,7 @@ def test_the_next_episode_runs_in_the_blank_context_prewarmed_after_the_reset():
     from guigym.envs.web.controller import _BLANK
     from guigym.envs.web.webarena.env import WebArenaEnv
 
-    env = WebArenaEnv(embedded=["fossil"])
+    env = WebArenaEnv(embedded=["fossil"], standby_sites=False)  # one instance: its start page waits for the restore
     try:
         ctl = env.controller
         env.reset(options={"task": "webarena.1001"})
@@ -112,7 +113,8 @@ def test_the_next_episode_takes_its_start_pages_stylesheet_from_the_warmed_cache
     from guigym.envs.web.webarena.env import WebArenaEnv
     from guigym.envs.web.webarena.sites import EMBEDDED
 
-    env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])
+    # one instance (no standby): the start page waits for the site's restore, its files do not
+    env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"], standby_sites=False)
     try:
         env.reset()
         first = env.controller.evaluate(_RESOURCES)

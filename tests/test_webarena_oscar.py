@@ -36,9 +36,10 @@ def test_both_logins_coexist_and_a_reset_restores_the_shop_under_the_running_ser
     env = WebArenaEnv(config_file=SUITE, embedded=["oscar"])
     try:
         site = env.embedded_sites[0]
+        shop = site.live_instance  # the env runs the shop as two instances behind its URLs (sites/standby.py)
         assert set(env.urls) >= {"shopping", "shopping_admin"}
         assert env.urls["shopping"].split(":")[-1] != env.urls["shopping_admin"].split(":")[-1].split("/")[0]
-        with sqlite3.connect(site.live) as db:
+        with sqlite3.connect(shop.live) as db:
             assert db.execute("select count(*) from catalogue_product").fetchone()[0] >= 1000
             assert db.execute("select count(*) from reviews_productreview").fetchone()[0] >= 300
             db.execute("update catalogue_product set title = 'Planted by the episode' where id = 1")
@@ -50,14 +51,15 @@ def test_both_logins_coexist_and_a_reset_restores_the_shop_under_the_running_ser
         assert any("jquery" in src for src in scripts)
         with urllib.request.urlopen(f"{site.url}{scripts[0]}", timeout=20) as r:
             assert r.status == 200 and len(r.read()) > 1000
-        pids = {r: p.pid for r, p in site._procs.items()}
+        pids = {(i, r): p.pid for i, inst in enumerate(site.instances) for r, p in inst._procs.items()}
         login_tasks = [c["task_id"] for c in json.loads(SUITE.read_text())
                        if c["require_login"] and c["sites"] == ["shopping"]]
         obs, _ = env.reset(options={"task": f"webarena.{login_tasks[0]}"})
         assert "Logout" in obs["a11y"]  # the customer is logged in (sessions are signed cookies)
         page = urllib.request.urlopen(f"{site.url}/catalogue/", timeout=20).read().decode()
         assert "Planted by the episode" not in page
-        assert {r: p.pid for r, p in site._procs.items()} == pids and all(p.poll() is None for p in site._procs.values())
+        assert {(i, r): p.pid for i, inst in enumerate(site.instances) for r, p in inst._procs.items()} == pids
+        assert all(p.poll() is None for inst in site.instances for p in inst._procs.values())
         # one storage state logged into both (the login manager probes each site with it): the
         # customer's and the admin's sessions must not overwrite each other although cookies are
         # shared by every port of 127.0.0.1
@@ -67,4 +69,4 @@ def test_both_logins_coexist_and_a_reset_restores_the_shop_under_the_running_ser
         assert env.logins._probe(("shopping", "shopping_admin"), state)
     finally:
         env.close()
-    assert not site._procs  # both servers stopped with the env
+    assert not any(inst._procs for inst in site.instances)  # every server stopped with the env

@@ -32,23 +32,24 @@ def test_reset_restores_the_seed_under_the_running_server_and_the_login_survives
 
     env = WebArenaEnv(config_file=SUITE, embedded=["spirit"])
     try:
-        site = env.embedded_sites[0]
-        with sqlite3.connect(site.live) as db:
+        site = env.embedded_sites[0]  # two instances behind one URL (sites/standby.py)
+        with sqlite3.connect(site.live_instance.live) as db:
             assert db.execute("select count(*) from spirit_topic_topic").fetchone()[0] >= 300
             assert db.execute("select count(*) from spirit_comment_comment").fetchone()[0] >= 300
-        pid = site._proc.pid
+        pids = [inst._proc.pid for inst in site.instances]
         login_tasks = [c["task_id"] for c in json.loads(SUITE.read_text()) if c["require_login"]]
         assert len(login_tasks) >= 2
         obs, _ = env.reset(options={"task": f"webarena.{login_tasks[0]}"})
         assert "MarvelsGrandpa17" in obs["a11y"]  # logged in through the UI
-        with sqlite3.connect(site.live) as db:  # the episode changes the forum (as an agent's post would)
+        with sqlite3.connect(site.live_instance.live) as db:  # the episode changes the forum (as an agent's post would)
             db.execute("update spirit_topic_topic set title = 'Planted by the episode' where id = 1")
         page = urllib.request.urlopen(f"{site.url}/topic/1/", timeout=10).read().decode()
         assert "Planted by the episode" in page
         obs, _ = env.reset(options={"task": f"webarena.{login_tasks[1]}"})
         page = urllib.request.urlopen(f"{site.url}/topic/1/", timeout=10).read().decode()
         assert "Planted by the episode" not in page and re.search(r"<h1[^>]*>", page)
-        assert site._proc.pid == pid and site._proc.poll() is None  # same server process
+        assert [inst._proc.pid for inst in site.instances] == pids  # the same server processes
+        assert all(inst._proc.poll() is None for inst in site.instances)
         assert "MarvelsGrandpa17" in obs["a11y"] and env.logins.stats["logins"] == 1  # no second login
     finally:
         env.close()

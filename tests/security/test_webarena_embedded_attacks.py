@@ -4,7 +4,9 @@
   local file: refused, and no request reaches the other site;
 * a client asks a site's static-file routes for files outside them (the seed database, the
   project's settings with its secret key) with encoded ``..``: not served;
-* a host secret in the parent's environment reaches no site server process.
+* a host secret in the parent's environment reaches no site server process;
+* an agent on a stateful site's task opens the site's instances by their own ports (the standby
+  one is the next episode's start state, sites/standby.py): refused, nothing reaches them.
 """
 from __future__ import annotations
 
@@ -106,3 +108,26 @@ def _ppid(pid: int) -> int:
         return int(fields[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+@pytest.mark.skipif("fossil" not in RUNNABLE, reason=f"needs the Fossil site; runnable: {RUNNABLE}")
+def test_an_agent_cannot_open_a_stateful_sites_instances_by_their_own_ports():
+    """The next episode starts on the standby instance; if the agent could reach it (its port is on
+    loopback), it could plant what the next episode sees. Only the site's relayed URL is allowed."""
+    from guigym.envs.web.webarena.env import WebArenaEnv
+
+    env = WebArenaEnv(config_file=S.EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])
+    try:
+        site = env.embedded_sites[0]
+        obs, _ = env.reset()
+        task_url = obs["url"]
+        env.controller._next.result(timeout=60)  # the next start page is open on the standby instance
+        standby, live = site.standby_instance, site.live_instance
+        for target in (f"{standby.url}/tktnew", f"{standby.url}/rptview?rn=1", f"{live.url}/rptview?rn=1"):
+            obs, _, terminated, _, info = env.step(f"goto [{target}]")
+            assert info["action_error"] and "refused" in info["action_error"], (target, info)
+            assert obs["url"] == task_url and not terminated
+        served = [p for p in env.controller.episode.proxy.upstreams.values()]
+        assert (urllib.parse.urlsplit(standby.url).port not in {port for _, port in served})
+    finally:
+        env.close()

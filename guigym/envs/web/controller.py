@@ -181,6 +181,8 @@ _STATIC_JS = r"""() => [...new Set(performance.getEntriesByType('resource')
     .filter(u => /\.(css|js|mjs|woff2?|ttf|otf)$/i.test(new URL(u).pathname)))]"""
 
 
+#: (host, port) asked -> (host, port) connected to, for a context's policy proxy (PolicyProxy.upstreams)
+Upstreams = dict[tuple[str, int], tuple[str, int]]
 #: what :meth:`WebController.prewarm_blank` warms a context with: ``(policy, top_url, urls)``, or
 #: a function from the current task page's static files to such a tuple (or None)
 WarmPlan = Union[tuple[UrlPolicy, str, Sequence[str]], Callable[[list[str]], Optional[tuple[UrlPolicy, str, Sequence[str]]]]]
@@ -258,10 +260,17 @@ class WebController:
         await ctx.add_init_script(_A11Y_JS)
         return ctx
 
-    async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None) -> _Episode:
+    async def _make_page(self, url: str, policy: UrlPolicy, context_options: Optional[dict[str, Any]] = None,
+                         upstreams: Optional[Upstreams] = None) -> _Episode:
         ctx = await self._new_context(policy, **(context_options or {}))
-        ep = _Episode(ctx, policy, self._proxies[ctx])
-        page = await ctx.new_page()
+        return await self._open_in(ctx, await ctx.new_page(), url, policy, upstreams)
+
+    async def _open_in(self, ctx: Any, page: Any, url: str, policy: UrlPolicy,
+                       upstreams: Optional[Upstreams] = None) -> _Episode:
+        """The episode of ``ctx``: ``policy`` and ``upstreams`` given to its proxy, ``page`` (a
+        blank tab) its task page, opened on ``url``."""
+        self._proxies[ctx].upstreams = dict(upstreams or {})
+        ep = _Episode(ctx, policy, self._proxies[ctx])  # the policy is in force from here
         ep.adopt(page)
         ep.task_page = page
         await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
@@ -278,7 +287,8 @@ class WebController:
         if proxy is not None:
             await proxy.close()
 
-    def open(self, url: str, policy: Optional[UrlPolicy] = None, context_options: Optional[dict[str, Any]] = None) -> None:
+    def open(self, url: str, policy: Optional[UrlPolicy] = None, context_options: Optional[dict[str, Any]] = None,
+             upstreams: Optional[Upstreams] = None) -> None:
         """Start a new episode on ``url`` in a fresh browser context.
 
         ``policy``: the URLs this episode may show (default: ``url``'s origin, see
@@ -292,6 +302,10 @@ class WebController:
         ``context_options``: extra Playwright ``new_context`` options (``storage_state``,
         ``geolocation``, ``permissions``); a context prewarmed for a URL is not used then, a blank
         prewarmed one is when they can be applied to it (:func:`applicable_later`).
+
+        ``upstreams``: where the episode's policy proxy connects instead of the asked host and
+        port (:attr:`PolicyProxy.upstreams`); a context prewarmed for ``url`` keeps the ones
+        :meth:`prewarm` gave it.
         """
         policy = policy or UrlPolicy.for_start_url(url)
         self.runtime.ensure_started()
@@ -306,7 +320,7 @@ class WebController:
             except Exception:  # noqa: BLE001 - a failed prewarm is simply rebuilt below
                 made = None
             if next_key == _BLANK and made is not None:
-                made = self._finish_blank(made, url, policy, context_options)
+                made = self._finish_blank(made, url, policy, context_options, upstreams)
             else:
                 # a context built for another URL, or by a browser that has since crashed and been
                 # relaunched by ensure_started() above, is of no use
@@ -317,8 +331,8 @@ class WebController:
                         self._retired.append(made.context)
                     made = None
         if made is None:
-            made = self.runtime.run(self._make_page(url, policy, context_options), self.config.load_timeout_s,
-                                    f"opening {url}")
+            made = self.runtime.run(self._make_page(url, policy, context_options, upstreams),
+                                    self.config.load_timeout_s, f"opening {url}")
         self._ep = made
 
     def is_open(self, url: str) -> bool:
@@ -382,7 +396,7 @@ class WebController:
             await ctx.clear_cookies()
 
     def _finish_blank(self, made: tuple[Any, Any], url: str, policy: UrlPolicy,
-                      context_options: Optional[dict[str, Any]]) -> Optional[_Episode]:
+                      context_options: Optional[dict[str, Any]], upstreams: Optional[Upstreams] = None) -> Optional[_Episode]:
         """The episode on a blank prewarmed context: its policy given to its proxy, its context options
         applied (:func:`applicable_later`), then ``url`` opened. None when it cannot serve (options
         only ``new_context`` takes, a relaunched browser, a closed tab)."""
@@ -401,18 +415,13 @@ class WebController:
                 cdp = await ctx.new_cdp_session(page)
                 await cdp.send("Network.clearBrowserCache")
                 await cdp.detach()
-            ep = _Episode(ctx, policy, self._proxies[ctx])  # the policy is in force from here
             if opts.get("storage_state"):  # a login's cookies (applicable_later: no localStorage)
                 await ctx.add_cookies(opts["storage_state"].get("cookies", []))
             if opts.get("permissions"):
                 await ctx.grant_permissions(list(opts["permissions"]))
             if opts.get("geolocation"):
                 await ctx.set_geolocation(opts["geolocation"])
-            ep.adopt(page)
-            ep.task_page = page
-            await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
-            ep.cdps[page] = await ctx.new_cdp_session(page)
-            return ep
+            return await self._open_in(ctx, page, url, policy, upstreams)
 
         return self.runtime.run(go(), self.config.load_timeout_s, f"opening {url}")
 
@@ -438,21 +447,81 @@ class WebController:
             self._next_key = _BLANK
             self._next = self.runtime.submit(self._make_blank(warm))
 
-    def prewarm(self, url: str, policy: Optional[UrlPolicy] = None) -> None:
+    def prewarm(self, url: str, policy: Optional[UrlPolicy] = None, upstreams: Optional[Upstreams] = None,
+                before: Optional[Callable[[], Any]] = None) -> None:
         """Close retired contexts and build the next episode's context for ``url`` in the background.
 
         Call it once the episode has its first observation, so the work overlaps the agent's
         turn instead of the reset.
+
+        ``upstreams``: the new context's :attr:`PolicyProxy.upstreams`. ``before``: called in a
+        worker thread once the retired contexts are closed and before ``url`` is opened (e.g.
+        restoring the site instance the page is opened on, which no closed context can reach
+        any more); not called when a prewarmed context is already pending.
         """
         if not self.runtime.alive:
             return
-        for ctx in self._retired:
-            self.runtime.submit(self._discard(ctx))
-        self._retired.clear()
-        if self._next is None:
-            policy = policy or UrlPolicy.for_start_url(url)
-            self._next_key = (url, policy)
-            self._next = self.runtime.submit(self._make_page(url, policy))
+        retired, self._retired = list(self._retired), []
+        if self._next is not None:
+            for ctx in retired:
+                self.runtime.submit(self._discard(ctx))
+            return
+        policy = policy or UrlPolicy.for_start_url(url)
+        self._next_key = (url, policy)
+        self._next = self.runtime.submit(self._prepare_page(retired, url, policy, upstreams, before))
+
+    async def _prepare_page(self, retired: list[Any], url: str, policy: UrlPolicy, upstreams: Optional[Upstreams],
+                            before: Optional[Callable[[], Any]]) -> _Episode:
+        if before is None:
+            await asyncio.gather(*(self._discard(ctx) for ctx in retired))
+            return await self._make_page(url, policy, upstreams=upstreams)
+
+        async def close_then_before() -> None:
+            # every request of a context goes through its proxy: once the proxies are drained,
+            # nothing of the retired contexts reaches a site, and they close in the background
+            await asyncio.gather(*(self._proxies[ctx].drain() for ctx in retired if ctx in self._proxies))
+            for ctx in retired:
+                self.runtime.submit(self._discard(ctx))
+            await asyncio.to_thread(before)
+
+        # the new context and its blank tab (which ask no site anything) are built meanwhile
+        tab = asyncio.ensure_future(self._make_blank())
+        try:
+            await close_then_before()
+        except BaseException:
+            ctx, _ = await tab
+            await self._discard(ctx)
+            raise
+        ctx, page = await tab
+        try:
+            return await self._open_in(ctx, page, url, policy, upstreams)
+        except BaseException:
+            await self._discard(ctx)
+            raise
+
+    def prewarmed(self, url: str, policy: UrlPolicy) -> bool:
+        """True when a context prewarmed for ``url`` under ``policy`` (:meth:`prewarm`) is built
+        and usable, so :meth:`open` without context options will take it (waits for it)."""
+        if self._next is None or self._next_key != (url, policy):
+            return False
+        try:
+            made = self._next.result(timeout=self.config.load_timeout_s)
+        except Exception:  # noqa: BLE001 - a failed prewarm is rebuilt by open()
+            return False
+        return made.context.browser is self.runtime.browser and not made.task_page.is_closed()
+
+    def drop_prewarmed(self) -> None:
+        """Close a pending prewarmed context now (waiting for it), e.g. before the site state
+        its page was opened on is restored."""
+        fut, self._next, self._next_key = self._next, None, None
+        if fut is None or not self.runtime.alive:
+            return
+        try:
+            made = fut.result(timeout=self.config.load_timeout_s)
+        except Exception:  # noqa: BLE001 - nothing was built
+            return
+        ctx = made[0] if isinstance(made, tuple) else made.context
+        self.runtime.run(self._discard(ctx), self.config.call_timeout_s, "closing a prewarmed context")
 
     def discard_retired(self) -> None:
         """Close the contexts of earlier episodes in the background (for envs that do not prewarm)."""

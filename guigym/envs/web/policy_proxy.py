@@ -25,7 +25,9 @@ Protocol (HTTP/1.1 forward proxy, one request per client connection):
   ``403`` (Chromium: ``ERR_TUNNEL_CONNECTION_FAILED``).
 
 ``policy`` may change during the proxy's life (a prewarmed context is built before its episode's
-policy is known); ``None`` refuses everything.
+policy is known); ``None`` refuses everything. ``upstreams`` maps an allowed ``(host, port)`` to
+the ``(host, port)`` actually connected to, the request itself unchanged (a site served by two
+instances behind one URL: sites/standby.py); the policy is checked on the URL as asked.
 """
 from __future__ import annotations
 
@@ -81,8 +83,10 @@ class PolicyProxy:
                  on_refused: Optional[Callable[[str, bool], None]] = None) -> None:
         self.policy = policy
         self.on_refused = on_refused
+        self.upstreams: dict[tuple[str, int], tuple[str, int]] = {}
         self._server: Optional[asyncio.AbstractServer] = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._busy: set[asyncio.Task[None]] = set()  # those that have read a request (drain waits for them)
         self.port = 0
 
     @property
@@ -101,6 +105,21 @@ class PolicyProxy:
             self._server = None
         for task in list(self._tasks):
             task.cancel()
+
+    async def drain(self, timeout_s: float = 5.0) -> None:
+        """Take no new connection and refuse every new request, let the exchanges under way end
+        (up to ``timeout_s``, then they are cut), so that afterwards nothing of this context can
+        reach any server."""
+        self.policy = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in self._tasks - self._busy:  # connections that have sent no request yet
+            task.cancel()
+        if self._busy:
+            _, pending = await asyncio.wait(list(self._busy), timeout=timeout_s)
+            for task in pending:
+                task.cancel()
 
     def _refuse(self, url: str, navigation: bool) -> None:
         if self.on_refused is not None:
@@ -123,9 +142,13 @@ class PolicyProxy:
             writer.close()
             if task is not None:
                 self._tasks.discard(task)
+                self._busy.discard(task)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
+        task = asyncio.current_task()
+        if task is not None:
+            self._busy.add(task)
         try:
             method, target, version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
         except ValueError:
@@ -142,12 +165,12 @@ class PolicyProxy:
                 writer.write(_FORBIDDEN)
                 return
             try:
-                up_r, up_w = await asyncio.open_connection(host.strip("[]"), int(port))
+                up_r, up_w = await asyncio.open_connection(*self._upstream(host.strip("[]"), int(port)))
             except OSError:
                 writer.write(_BAD_GATEWAY)
                 return
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            await self._pipe(reader, writer, up_r, up_w, b"")
+            await pipe(reader, writer, up_r, up_w, b"")
             return
         parts = urlsplit(target)
         if policy is None or parts.scheme != "http" or not parts.hostname or policy.refusal(target) is not None:
@@ -160,34 +183,39 @@ class PolicyProxy:
         out += [ln for ln in lines if ln.partition(b":")[0].strip().lower() not in _HOP_HEADERS]
         out.append(b"Connection: close")
         try:
-            up_r, up_w = await asyncio.open_connection(parts.hostname, parts.port or 80)
+            up_r, up_w = await asyncio.open_connection(*self._upstream(parts.hostname, parts.port or 80))
         except OSError:
             writer.write(_BAD_GATEWAY)
             return
-        await self._pipe(reader, writer, up_r, up_w, b"\r\n".join(out) + b"\r\n\r\n")
+        await pipe(reader, writer, up_r, up_w, b"\r\n".join(out) + b"\r\n\r\n")
 
-    @staticmethod
-    async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        """Copy ``src`` to ``dst`` until ``src`` ends."""
-        while True:
-            data = await src.read(_CHUNK)
-            if not data:
-                break
-            dst.write(data)
-            await dst.drain()
+    def _upstream(self, host: str, port: int) -> tuple[str, int]:
+        return self.upstreams.get((host, port), (host, port))
 
-    @classmethod
-    async def _pipe(cls, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_r: asyncio.StreamReader,
-                    up_w: asyncio.StreamWriter, first: bytes) -> None:
-        """Send ``first`` upstream, then copy both ways until the server's side ends."""
-        if first:
-            up_w.write(first)
-        # the request body (or a tunnel's client half) goes up while the response comes down
-        sender = asyncio.ensure_future(cls._copy(reader, up_w))
-        try:
-            await cls._copy(up_r, writer)
-        finally:
-            sender.cancel()
-            with contextlib.suppress(BaseException):
-                await sender
-            up_w.close()
+
+
+async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy ``src`` to ``dst`` until ``src`` ends."""
+    while True:
+        data = await src.read(_CHUNK)
+        if not data:
+            break
+        dst.write(data)
+        await dst.drain()
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_r: asyncio.StreamReader,
+               up_w: asyncio.StreamWriter, first: bytes = b"") -> None:
+    """Send ``first`` upstream, then copy both ways until the server's side ends (the client's
+    connection is ``reader``/``writer``, the server's ``up_r``/``up_w``, closed at the end)."""
+    if first:
+        up_w.write(first)
+    # the request body (or a tunnel's client half) goes up while the response comes down
+    sender = asyncio.ensure_future(_copy(reader, up_w))
+    try:
+        await _copy(up_r, writer)
+    finally:
+        sender.cancel()
+        with contextlib.suppress(BaseException):
+            await sender
+        up_w.close()

@@ -54,6 +54,7 @@ from guigym.envs.web.webarena import tasks as T
 from guigym.envs.web.webarena.login import WEBARENA_ACCOUNTS, WEBARENA_LOGINS, LoginManager, LoginRecipe
 from guigym.envs.web.webarena.observation import AXTreeObserver, draw_marks, wait_until_still
 from guigym.envs.web.webarena.sites import EMBEDDED, available, site_urls, spec, start_sites
+from guigym.envs.web.webarena.sites.standby import StandbySite
 
 VIEWPORT = (1280, 720)  # WebArena's run.py --viewport_width/--viewport_height
 EVALUATORS = ("webarena", "webarena-lite")
@@ -241,7 +242,14 @@ class WebArenaEnv(GUIEnv):
             (CSS/JS/fonts) the next task's start page loaded last time, under that task's URL
             policy; the next task is the one ``reset()`` without a task draws (presampled), so
             a reset given another task gets that cache emptied unless its policy allows every
-            origin warmed.
+            origin warmed. When every site the next task may show is read-only (kiwix, the map)
+            or on standby (below) and it needs no login or geolocation, its start page itself is
+            opened ahead, so the reset only swaps contexts and observes.
+        standby_sites: the embedded sites the env starts (``embedded=``) that hold state (Fossil,
+            the forum, the shop) run as two instances behind one URL each
+            (sites/standby.py :class:`StandbySite`): one serves the episode while the other is
+            restored to the seed and the next start page opened on it; each reset swaps them.
+            Costs a second server per site (memory); False: one instance restored at each reset.
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -261,7 +269,7 @@ class WebArenaEnv(GUIEnv):
                  accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
                  judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False,
                  embedded_sites: Sequence[Any] = (), embedded: Union[None, str, Sequence[str]] = None,
-                 prewarm: bool = True) -> None:
+                 prewarm: bool = True, standby_sites: bool = True) -> None:
         self.prewarm = bool(prewarm)
         # embedded sites (sites/): the ones the caller started, plus those we start and own when
         # asked (``embedded=``) or when given nothing to run (the built-in default)
@@ -272,7 +280,7 @@ class WebArenaEnv(GUIEnv):
         if embedded:
             names = self._embedded_names(embedded)
             self._sites_dir = tempfile.TemporaryDirectory(prefix="guigym-webarena-sites-")
-            self._owned_sites = start_sites(names, Path(self._sites_dir.name))
+            self._owned_sites = start_sites(names, Path(self._sites_dir.name), standby=standby_sites and self.prewarm)
             if config_file is None and not any(isinstance(t, Mapping) for t in (tasks or ())):
                 config_file = [EMBEDDED[n].suite for n in names]
         self.embedded_sites = [*embedded_sites, *self._owned_sites]
@@ -321,6 +329,8 @@ class WebArenaEnv(GUIEnv):
         #: start URL -> the static files (CSS/JS/fonts) its page loaded when last opened, what the
         #: next episode's prewarmed context is warmed with (_after_reset)
         self._statics: dict[str, list[str]] = {}
+        #: the pending prewarmed context's page was opened on StandbySites' standby instances
+        self._ahead_on_standby = False
 
     # ---- per-task settings ----------------------------------------------------------------------
     @staticmethod
@@ -364,18 +374,27 @@ class WebArenaEnv(GUIEnv):
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
+        cfg = self.config_of(task)
+        starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
+        policy = self.policy_for(task)
+        # the page opened ahead on the standby instances (_after_reset) is this episode's
+        ahead = self._open_ahead(task) == starts[0] and self.controller.prewarmed(starts[0], policy)
+        if self._ahead_on_standby and not ahead:
+            self.controller.drop_prewarmed()  # its page used the standby instances, restored below
+        self._ahead_on_standby = False
         if self.embedded_sites:
-            self.timings["site_reset_s"] = sum(site.reset() for site in self.embedded_sites)
+            self.timings["site_reset_s"] = sum(
+                site.reset(standby_ready=ahead) if isinstance(site, StandbySite) else site.reset()
+                for site in self.embedded_sites)
             for site in self.embedded_sites:
                 if getattr(site, "resets_sessions", False):  # the seed holds no login session
                     for key in site_urls(site):
                         self.logins.forget_site(key)
-        cfg = self.config_of(task)
-        starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
-        policy = self.policy_for(task)
         self.controller.runtime.ensure_started()
         options = self.context_options(task)
-        self.controller.open(starts[0], policy, context_options=options or None)
+        # the episode's contexts reach the live instances directly: a relay turned to the other
+        # instance at the next reset does not move a page of this episode
+        self.controller.open(starts[0], policy, context_options=options or None, upstreams=self._upstreams())
         for url in starts[1:]:
             self.controller.open_tab(url)
         if len(starts) > 1:
@@ -388,14 +407,52 @@ class WebArenaEnv(GUIEnv):
         self.controller.runtime.run(attach(), self.controller.config.call_timeout_s, "watching navigations")
 
     def _after_reset(self) -> None:
-        # the next episode's context and tab (renderer start) are built while the agent acts; its
-        # page cannot be: the site is restored only at that reset. Its HTTP cache is warmed with
+        # the next episode's context and tab (renderer start) are built while the agent acts. Its
+        # page is opened too when its sites are read-only (_open_ahead); otherwise it cannot be,
+        # as the site is restored only at that reset, and the context's HTTP cache is warmed with
         # the static files the next task's start page loaded last time (no page: those come
         # from the restored site), under the next task's policy (controller.prewarm_blank).
-        if self.prewarm:
-            self.controller.prewarm_blank(self._warm_plan())
-        else:
+        if not self.prewarm:
             self.controller.discard_retired()
+            return
+        nxt = self.task if len(self.tasks) == 1 else self.presample_next_task()
+        ahead = self._open_ahead(nxt)
+        if ahead is not None:  # the start page itself, as MiniWoB-v0 does
+            standby = [s for s in self.embedded_sites if isinstance(s, StandbySite)]
+            # stateful sites: on their standby instances, restored once no context can reach them
+            self.controller.prewarm(ahead, self.policy_for(nxt), upstreams=self._upstreams(standby=True),
+                                    before=lambda: [s.prepare_standby() for s in standby])
+            self._ahead_on_standby = bool(standby)
+        else:
+            self.controller.prewarm_blank(self._warm_plan())
+
+    def _open_ahead(self, task: Task) -> Optional[str]:
+        """The start URL of ``task`` when its page may be opened before its reset, else None.
+
+        Only when every origin the task may show is served by an embedded site that either
+        declares ``read_only`` (no request can change what it serves, so a page opened now is
+        the page its reset would open) or runs on two instances (:class:`StandbySite`: the page
+        is opened on the standby instance, restored first), and the episode needs no context
+        options (a login's cookies, a geolocation), which the prewarmed context could not have
+        had. Any other page waits for its site's restore (:meth:`_start_episode`)."""
+        cfg = self.config_of(task)
+        if cfg.get("require_login") or cfg.get("storage_state") or cfg.get("geolocation"):  # context_options
+            return None
+        read_only = {origin_of(u) for site in self.embedded_sites
+                     if getattr(site, "read_only", False) or isinstance(site, StandbySite)
+                     for u in site_urls(site).values()}
+        policy = self.policy_for(task)
+        if not policy.origins or not policy.origins <= read_only:
+            return None
+        return cfg["start_url"].split(T.TAB_SEPARATOR)[0].strip()
+
+    def _upstreams(self, standby: bool = False) -> dict[tuple[str, int], tuple[str, int]]:
+        """Every :class:`StandbySite`'s relay -> its live (or standby) instance."""
+        out: dict[tuple[str, int], tuple[str, int]] = {}
+        for site in self.embedded_sites:
+            if isinstance(site, StandbySite):
+                out.update(site.upstreams(standby=standby))
+        return out
 
     def _warm_plan(self) -> Callable[[list[str]], Optional[tuple[UrlPolicy, str, list[str]]]]:
         """For ``controller.prewarm_blank``: given the static files this episode's start page

@@ -10,6 +10,9 @@ Each site is a class with one contract (see ``fossil.FossilSite``)::
     site.resets_sessions              # optional: True when reset() logs everyone out (sessions
                                       #   live in the restored database): the env logs in again
     site.reset() -> float             # restore the seed state between requests; seconds taken
+    site.read_only                    # optional: True when no request can change what it serves
+                                      #   (reset() restores nothing), so the env may open the
+                                      #   next episode's start page ahead, in the agent's turn
     site.close()                      # stop the server (idempotent)
 
 :data:`EMBEDDED` names each site, the class, the suite of WebArena-format tasks written for it
@@ -160,8 +163,14 @@ def prepare_workdir(s: EmbeddedSite, workdir: Path) -> None:
     shutil.copytree(built, workdir, symlinks=True)
 
 
-def start_sites(names: Sequence[str], workdir: Path) -> list[Any]:
-    """Start the named sites, each in ``workdir/<name>``; all or none (a failure closes the rest)."""
+def start_sites(names: Sequence[str], workdir: Path, standby: bool = False) -> list[Any]:
+    """Start the named sites, each in ``workdir/<name>``; all or none (a failure closes the rest).
+
+    ``standby``: a site that is not ``read_only`` runs as two instances behind its URLs
+    (:class:`~guigym.envs.web.webarena.sites.standby.StandbySite`, in ``<name>/a`` and ``<name>/b``),
+    so the env can restore one and open the next start page on it during an episode."""
+    from guigym.envs.web.webarena.sites.standby import StandbySite
+
     started: list[Any] = []
     try:
         for name in names:
@@ -169,8 +178,11 @@ def start_sites(names: Sequence[str], workdir: Path) -> list[Any]:
             lacking = s.missing()
             if lacking:
                 raise ConfigError(f"embedded site {name!r} needs {', '.join(lacking)}: {s.hint}")
-            prepare_workdir(s, Path(workdir) / name)
             site = s.load()(Path(workdir) / name)
+            if standby and not getattr(site, "read_only", False):
+                site = StandbySite(s.load(), Path(workdir) / name, prepare=lambda d, s=s: prepare_workdir(s, d))
+            else:
+                prepare_workdir(s, Path(workdir) / name)
             started.append(site)
             site.start()
     except BaseException:

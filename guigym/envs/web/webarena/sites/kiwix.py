@@ -115,6 +115,7 @@ class KiwixSite:
                  start_timeout_s: float = 20.0) -> None:
         self.workdir = Path(workdir)
         self.key = key
+        self.read_only = True  # reset() restores nothing: the env may open a start page ahead
         self.binary = shutil.which(binary) or ""
         if not self.binary:
             raise ConfigError(f"the wiki site needs the {binary!r} program (Debian package 'kiwix-tools', "

@@ -36,6 +36,7 @@ class MapSite:
                  start_timeout_s: float = 60.0) -> None:
         self.workdir = Path(workdir)
         self.key = key
+        self.read_only = True  # reset() restores nothing: the env may open a start page ahead
         self.pbf = Path(pbf) if pbf is not None else pbf_path()
         self.start_timeout_s = float(start_timeout_s)
         self.port: Optional[int] = None
