@@ -455,9 +455,10 @@ class WebController:
         turn instead of the reset.
 
         ``upstreams``: the new context's :attr:`PolicyProxy.upstreams`. ``before``: called in a
-        worker thread once the retired contexts are closed and before ``url`` is opened (e.g.
-        restoring the site instance the page is opened on, which no closed context can reach
-        any more); not called when a prewarmed context is already pending.
+        worker thread once the retired contexts' proxies are drained (:meth:`PolicyProxy.drain`:
+        their requests under way answered, no new one passed; the contexts then close in the
+        background) and before ``url`` is opened, e.g. restoring the site instance the page is
+        opened on; not called when a prewarmed context is already pending.
         """
         if not self.runtime.alive:
             return

@@ -193,7 +193,6 @@ class PolicyProxy:
         return self.upstreams.get((host, port), (host, port))
 
 
-
 async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
     """Copy ``src`` to ``dst`` until ``src`` ends."""
     while True:
