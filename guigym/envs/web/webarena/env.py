@@ -408,8 +408,8 @@ class WebArenaEnv(GUIEnv):
 
     def _after_reset(self) -> None:
         # the next episode's context and tab (renderer start) are built while the agent acts. Its
-        # page is opened too when its sites are read-only (_open_ahead); otherwise it cannot be,
-        # as the site is restored only at that reset, and the context's HTTP cache is warmed with
+        # page is opened too when its sites are read-only or on standby (_open_ahead); otherwise
+        # it cannot be, as the site is restored only at that reset, and the context's HTTP cache is warmed with
         # the static files the next task's start page loaded last time (no page: those come
         # from the restored site), under the next task's policy (controller.prewarm_blank).
         if not self.prewarm:
@@ -438,11 +438,11 @@ class WebArenaEnv(GUIEnv):
         cfg = self.config_of(task)
         if cfg.get("require_login") or cfg.get("storage_state") or cfg.get("geolocation"):  # context_options
             return None
-        read_only = {origin_of(u) for site in self.embedded_sites
-                     if getattr(site, "read_only", False) or isinstance(site, StandbySite)
-                     for u in site_urls(site).values()}
+        openable = {origin_of(u) for site in self.embedded_sites
+                    if getattr(site, "read_only", False) or isinstance(site, StandbySite)
+                    for u in site_urls(site).values()}
         policy = self.policy_for(task)
-        if not policy.origins or not policy.origins <= read_only:
+        if not policy.origins or not policy.origins <= openable:
             return None
         return cfg["start_url"].split(T.TAB_SEPARATOR)[0].strip()
 

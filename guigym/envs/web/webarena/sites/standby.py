@@ -103,10 +103,11 @@ class StandbySite:
         self.resets_sessions = bool(getattr(first, "resets_sessions", False))
         #: which of ``instances`` serves the episode (the relays' target)
         self.live_index = 0
-        #: True when the standby instance holds the seed state and no request has reached it since
+        #: True when prepare_standby restored the standby instance since the last swap
         self.standby_clean = False
         self._relays: list[TcpRelay] = []
         self._urls: dict[str, str] = {}
+        self._instance_urls: list[dict[str, str]] = []  # each instance's own site_urls, once started
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
