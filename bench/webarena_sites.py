@@ -14,15 +14,17 @@ What is measured, per site (sites/__init__.py), in one sitting:
 * ``env reset``: ``WebArenaEnv.reset`` on the site's first task, which includes the site reset, a
   fresh browser context, any login, opening the start URLs and the first observation (median),
   with ``--think-ms`` (default 500) of idle time between resets standing for the agent's turn, in
-  which the env prewarms the next episode's blank context (``--no-prewarm`` turns that off)
-  and opens the next task's start page in it (the env holds that one task, so the next task is
-  known, as it is for a training loop's ``reset()`` without a task): on read-only sites (kiwix,
-  the map) directly, on stateful ones on the standby instance of the two the env runs
+  which the env prewarms the coming episodes' contexts (``--no-prewarm`` turns that off) and
+  opens and observes the next tasks' start pages in them, ``--pages-ahead`` (default 2, the
+  env's) of them (the env holds that one task, so the next tasks are known, as they are for a
+  training loop's ``reset()`` without a task): on read-only sites (kiwix, the map) directly, on
+  stateful ones each on its own standby instance of the ``pages-ahead + 1`` the env runs
   (sites/standby.py; the bench serves the built site that way unless ``--no-standby``), else
   it warms the context's HTTP cache with the static files the start page loaded last time; the
   first reset starts Chromium and is not counted;
-  ``of it obs ms`` is the median share of the first observation (screenshot + a11y tree), the
-  rest being the site reset, the context and the start page's load.
+  ``of it obs ms`` is the median share of the first observation (screenshot + a11y tree, or the
+  check that the page observed ahead has not changed), the rest being the site reset, the
+  context and the start page's load.
 
 The peer: WebArena resets its sites by stopping, removing and re-creating their docker containers,
 which its README and issues put at 3-5 minutes per reset (webarena#88, #206); nothing here can run
@@ -50,7 +52,7 @@ WEBARENA_DOCKER_RESET_S = 180.0  # low end of the 3-5 min WebArena's users repor
 
 
 def measure(name: str, resets: int, think_ms: float = 500.0, prewarm: bool = True,
-            standby: bool = True) -> dict[str, Any]:
+            standby: bool = True, pages_ahead: int = 2) -> dict[str, Any]:
     from guigym.envs.web.webarena.env import WebArenaEnv
     from guigym.envs.web.webarena.sites.standby import StandbySite
 
@@ -68,14 +70,16 @@ def measure(name: str, resets: int, think_ms: float = 500.0, prewarm: bool = Tru
         try:
             site_resets = [site.reset() for _ in range(resets)]
             if standby and prewarm and not getattr(site, "read_only", False):
-                # what WebArena-v0 runs for a stateful site it starts: two instances of this build
+                # what WebArena-v0 runs for a stateful site it starts: pages_ahead + 1 instances of this build
                 site.close()
                 served = StandbySite(spec.load(), Path(tmp) / f"{name}-standby",
                                      prepare=lambda d: shutil.copytree(site.workdir, d, symlinks=True,
-                                                                       ignore=shutil.ignore_patterns(".gunicorn")))
+                                                                       ignore=shutil.ignore_patterns(".gunicorn")),
+                                     instances=pages_ahead + 1)
                 served.start()
             first = json.loads(spec.suite.read_text())[0]["task_id"]
-            env = WebArenaEnv(config_file=spec.suite, task_ids=[first], embedded_sites=[served], prewarm=prewarm)
+            env = WebArenaEnv(config_file=spec.suite, task_ids=[first], embedded_sites=[served], prewarm=prewarm,
+                              pages_ahead=pages_ahead)
             try:
                 env_resets, observes = [], []
                 for _ in range(resets + 1):
@@ -104,19 +108,23 @@ def main() -> None:
     p.add_argument("--resets", type=int, default=10)
     p.add_argument("--think-ms", type=float, default=500.0, help="idle time between resets (the agent's turn)")
     p.add_argument("--no-prewarm", action="store_true", help="build each episode's context inside its reset")
+    p.add_argument("--pages-ahead", type=int, default=2,
+                   help="coming episodes whose start page is opened ahead (WebArenaEnv pages_ahead)")
     p.add_argument("--no-standby", action="store_true",
-                   help="serve a stateful site as one instance restored inside each reset, not two (standby.py)")
+                   help="serve a stateful site as one instance restored inside each reset (standby.py)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     names = args.sites or S.available()
-    rows = [measure(n, args.resets, args.think_ms, not args.no_prewarm, not args.no_standby) for n in names]
+    rows = [measure(n, args.resets, args.think_ms, not args.no_prewarm, not args.no_standby, args.pages_ahead)
+            for n in names]
     print(f"{'site':<8} {'build s':>8} {'start s':>8} {'site reset ms':>14} {'env reset ms':>13} {'p90 ms':>8} "
           f"{'of it obs ms':>13} {'x docker reset':>15}")
     for r in rows:
         print(f"{r['site']:<8} {r['build_s']:>8.2f} {r['start_s']:>8.2f} {r['site_reset_ms']:>14.2f} "
               f"{r['env_reset_ms']:>13.0f} {r['env_reset_p90_ms']:>8.0f} {r['observe_ms']:>13.0f} "
-              f"{r['vs_docker_reset']:>15.0f}  {'two instances (standby)' if r['standby'] else ''}")
-    print(f"think time {args.think_ms:.0f} ms between resets; prewarm {'off' if args.no_prewarm else 'on'}; "
+              f"{r['vs_docker_reset']:>15.0f}  {f'{args.pages_ahead + 1} instances (standby)' if r['standby'] else ''}")
+    print(f"think time {args.think_ms:.0f} ms between resets; prewarm {'off' if args.no_prewarm else 'on'}"
+          f" ({args.pages_ahead} pages ahead); "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"peer: WebArena's docker reset, {WEBARENA_DOCKER_RESET_S:.0f} s (3-5 min stated by its users; not "
           "measured here: no Docker engine)")

@@ -101,7 +101,7 @@ def test_the_prewarmed_context_serves_the_start_page_its_static_files_from_the_c
     assert ctl.static_files() == [site.origin + "/static/site.css"]  # the page's stylesheet, not the page
     policy = UrlPolicy.for_start_url(site.origin + "/two")
     ctl.prewarm_blank((policy, site.origin + "/two", ctl.static_files()))
-    ctl._next.result(timeout=60)
+    ctl._queue[0][1].result(timeout=60)
     warmed = _css_requests(site)
     pages = [h for h in site.hits if not h.startswith("/static/")]
     ctl.open(site.origin + "/two", policy)
@@ -119,7 +119,7 @@ def test_the_warm_up_fetches_only_what_the_next_policy_allows(site, ctl):
         ctl.runtime.ensure_started()
         ctl.prewarm_blank((policy, site.origin + "/one", [site.origin + "/static/site.css",
                                                           other.origin + "/static/site.css"]))
-        ctl._next.result(timeout=60)
+        ctl._queue[0][1].result(timeout=60)
         assert other.hits == []
     finally:
         other.close()

@@ -91,14 +91,14 @@ def test_the_next_episode_runs_in_the_blank_context_prewarmed_after_the_reset():
         ctl = env.controller
         env.reset(options={"task": "webarena.1001"})
         first = ctl.episode.context
-        assert ctl._next_key == _BLANK
-        prewarmed, _ = ctl._next.result(timeout=60)
+        assert ctl._queue[0][0] == _BLANK
+        prewarmed, _ = ctl._queue[0][1].result(timeout=60)
         assert prewarmed is not first
         obs, _ = env.reset(options={"task": "webarena.1001"})
         assert ctl.episode.context is prewarmed and "Slow search on large repositories" in obs["a11y"]
         # a login task whose storage state is cookies only: they are added to the blank one
         # (controller.applicable_later), so it is used too, and the page shows the login
-        spare, _ = ctl._next.result(timeout=60)
+        spare, _ = ctl._queue[0][1].result(timeout=60)
         obs, _ = env.reset(options={"task": "webarena.1015"})
         assert ctl.episode.context is spare and "byteblaze" in obs["a11y"]
     finally:
@@ -119,7 +119,7 @@ def test_the_next_episode_takes_its_start_pages_stylesheet_from_the_warmed_cache
         env.reset()
         first = env.controller.evaluate(_RESOURCES)
         assert any(u.endswith(".css") and size > 0 for u, size in first), first  # fetched: a fresh context
-        env.controller._next.result(timeout=60)
+        env.controller._queue[0][1].result(timeout=60)
         obs, _ = env.reset()
         second = env.controller.evaluate(_RESOURCES)
         assert "Slow search on large repositories" in obs["a11y"]

@@ -201,7 +201,7 @@ def test_login_and_geolocation_episodes_run_in_the_prewarmed_blank_context(env, 
     after the previous reset, instead of building a new one inside this reset."""
     env.reset(options={"task": "webarena.1"})
     ctl = env.controller
-    prewarmed, _ = ctl._next.result(timeout=60)
+    prewarmed, _ = ctl._queue[0][1].result(timeout=60)
     obs, _ = env.reset(options={"task": task_id})
     assert ctl.episode.context is prewarmed
     if shows:
@@ -220,7 +220,7 @@ def test_a_storage_state_with_local_storage_gets_a_context_of_its_own(env, site)
     assert applicable_later({"storage_state": {"cookies": [], "origins": []}, "geolocation": {}})
     env.reset(options={"task": "webarena.1"})
     ctl = env.controller
-    prewarmed, _ = ctl._next.result(timeout=60)
+    prewarmed, _ = ctl._queue[0][1].result(timeout=60)
     ctl.open(f"{site.url}/", context_options={"storage_state": state})
     assert ctl.episode.context is not prewarmed
     assert ctl.evaluate("localStorage.getItem('k')") == "v"

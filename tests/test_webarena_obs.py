@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -163,14 +164,15 @@ def test_a_500_node_page_in_full_and_capped(env, site):
 def test_one_observation_is_a_fixed_number_of_browser_calls(env, site, monkeypatch):
     """A per-node builder (WebArena's: one CDP call per node for boxes) would make the big page
     cost hundreds of calls more than the small one."""
-    from playwright.async_api import CDPSession, Page
+    from playwright._impl.cdp_session import CDPSession  # every CDP call, with or without browser.cdp_send
+    from playwright.async_api import Page
 
     calls: list[str] = []
     send, evaluate = CDPSession.send, Page.evaluate
 
-    async def counting_send(self, method, params=None):
+    async def counting_send(self, method, params=None, timeout=None):
         calls.append(method)
-        return await send(self, method, params)
+        return await send(self, method, params, timeout)
 
     async def counting_evaluate(self, *a, **kw):
         calls.append("evaluate")
@@ -194,6 +196,30 @@ def test_one_observation_is_a_fixed_number_of_browser_calls(env, site, monkeypat
     assert big_nodes >= 500 and small_nodes < 20
     assert sorted(big) == sorted(small), (small, big)
     assert big.count("Accessibility.getFullAXTree") == 1 and len(big) <= 5, big
+
+
+def test_cdp_send_returns_what_playwrights_public_send_returns(env, site):
+    """browser.cdp_send skips the public API's copy of the result (its cost grows with the page);
+    the result must be the same, by either of its paths."""
+    import types
+
+    from guigym.envs.web.browser import cdp_send
+
+    env.reset()
+    env.step(f"goto [{site.url}/big]")
+    ctl = env.controller
+
+    async def three_ways() -> tuple[Any, Any, Any]:
+        cdp = ctl.episode.cdps[ctl.episode.active]
+        assert hasattr(cdp, "_impl_obj")  # this Playwright has it: the fast path is taken
+        fast = await cdp_send(cdp, "Accessibility.getFullAXTree")
+        public = await cdp.send("Accessibility.getFullAXTree")
+        fallback = await cdp_send(types.SimpleNamespace(send=cdp.send), "Accessibility.getFullAXTree")
+        return fast, public, fallback
+
+    fast, public, fallback = ctl.runtime.run(three_ways(), 30, "reading the tree three ways")
+    assert len(fast["nodes"]) >= 500
+    assert fast == public == fallback
 
 
 @pytest.mark.parametrize("refusals", [2, 99])

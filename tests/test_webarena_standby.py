@@ -1,8 +1,8 @@
-"""Stateful embedded sites on two instances (sites/standby.py): one serves the episode while the
-other is restored and the next start page opened on it; a reset swaps them. What must hold: both
-serve the same seed behind the same URL, a reset never shows the ended episode's changes, the
-page opened ahead is the next episode's, and an episode's pages keep their instance. Real Fossil
-servers and Chromium."""
+"""Stateful embedded sites on a ring of instances (sites/standby.py): one serves the episode while
+the others are restored and the next start pages opened on them; a reset moves the live role on.
+What must hold: all serve the same seed behind the same URL, a reset never shows an ended
+episode's changes, the pages opened ahead are the next episodes', and an episode's pages keep
+their instance. Real Fossil servers and Chromium."""
 from __future__ import annotations
 
 import shutil
@@ -10,6 +10,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from guigym.envs.web.webarena.sites import EMBEDDED
@@ -103,39 +104,84 @@ def test_a_relayed_connection_keeps_the_instance_it_was_opened_on(fossil):
     assert "Made in episode one" not in _report(fossil.url)  # a new connection: the new instance
 
 
-def test_the_env_opens_the_next_start_page_ahead_on_the_restored_standby():
+def test_three_instances_take_the_live_role_in_turn_and_only_standbys_are_restored(tmp_path: Path):
+    from guigym.core.errors import EnvInfraError
+    from guigym.envs.web.webarena.sites.fossil import FossilSite
+    from guigym.envs.web.webarena.sites.standby import StandbySite
+
+    with StandbySite(FossilSite, tmp_path / "fossil", instances=3) as site:
+        assert site.depth == 2 and [i.workdir.name for i in site.instances] == ["a", "b", "c"]
+        order = [site.live_index]
+        for _ in range(3):
+            site.reset()
+            order.append(site.live_index)
+        assert order == [0, 1, 2, 0]  # round the ring
+        assert [site.index(n) for n in (0, 1, 2)] == [0, 1, 2] and site.instance(2) is site.instances[2]
+        # the instance two episodes ahead is restored on its own; the live one never is
+        _add_ticket(site.instance(2), "Left by an old episode")
+        _add_ticket(site.live_instance, "Made in this episode")
+        site.prepare_standby(2)
+        assert "Left by an old episode" not in _report(site.instance(2).url)
+        with pytest.raises(EnvInfraError, match="is live"):
+            site.restore_instance(site.live_index)
+        assert "Made in this episode" in _report(site.url)
+        # a restored instance goes live without another restore only when it is the next one
+        site.reset(standby_ready=True)  # instance 1 was not prepared: restored now
+        site.reset(standby_ready=True)  # instance 2 was: kept as prepared
+        assert site.live_index == 2 and "Left by an old episode" not in _report(site.url)
+
+
+def test_the_env_opens_the_next_two_start_pages_ahead_each_on_its_own_restored_instance():
     from guigym.envs.web.webarena.env import WebArenaEnv
     from guigym.envs.web.webarena.sites.standby import StandbySite
 
-    env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])
+    env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])  # pages_ahead=2
     try:
         site = env.embedded_sites[0]
-        assert isinstance(site, StandbySite)
+        assert isinstance(site, StandbySite) and len(site.instances) == 3
         ctl = env.controller
         obs, _ = env.reset()
         first = ctl.episode
-        assert first.proxy.upstreams == site.upstreams()  # this episode's pages: its live instance
+        one = site.upstreams()
+        assert first.proxy.upstreams == one  # this episode's pages: its live instance
         start = obs["url"]
-        ahead = ctl._next.result(timeout=60)
-        assert ctl._next_key[0] == start and ahead.task_page.url == start  # the page itself, not a blank tab
-        assert ahead.proxy.upstreams == site.upstreams(standby=True)
-        # the agent changes the site during the episode
+        assert ctl.pending == 2
+        (key2, fut2), (key3, fut3) = ctl._queue
+        two, three = fut2.result(timeout=60), fut3.result(timeout=60)
+        assert key2[0] == key3[0] == start and two.task_page.url == three.task_page.url == start  # pages, not blank tabs
+        assert two.proxy.upstreams == site.upstreams(ahead=1) and three.proxy.upstreams == site.upstreams(ahead=2)
+        assert len({tuple(sorted(u.values())) for u in (one, two.proxy.upstreams, three.proxy.upstreams)}) == 3
+        # the agent changes the site during episode one
         _add_ticket(site.live_instance, "Made in episode one")
         obs, _, _, _, info = env.step(f"goto [{start}]")
         assert "Made in episode one" in obs["a11y"] and not info.get("action_error")
-        # the next episode is the page opened ahead, on the restored instance: none of that
+        # episode two is the first page opened ahead, on a restored instance: none of that
         obs, _ = env.reset()
-        assert ctl.episode is ahead and ahead.proxy.upstreams == site.upstreams()
+        assert ctl.episode is two and two.proxy.upstreams == site.upstreams()
         assert "Slow search on large repositories" in obs["a11y"] and "Made in episode one" not in obs["a11y"]
+        assert "ahead_observe_s" in env.timings  # observed when opened; unchanged since, so not again
+        fresh = ctl.observe()
+        assert fresh.a11y == obs["a11y"] and np.array_equal(fresh.screenshot, obs["screenshot"])
+        # episode four's page is queued behind episode three's, on the instance episode one used
+        assert ctl.pending == 2 and ctl._queue[0][1].result(timeout=60) is three
+        four = ctl._queue[1][1].result(timeout=60)
+        assert four.proxy.upstreams == site.upstreams(ahead=2) == one
+        _add_ticket(site.live_instance, "Made in episode two")
+        obs, _ = env.reset()
+        assert ctl.episode is three
+        assert "Made in episode one" not in obs["a11y"] and "Made in episode two" not in obs["a11y"]
+        # episode four: episode one's instance, restored before its page was opened
+        obs, _ = env.reset()
+        assert ctl.episode is four and "Made in episode one" not in obs["a11y"]
         obs, _, _, _, _ = env.step(f"goto [{start}]")  # and reloading asks the same (now live) instance
-        assert "Made in episode one" not in obs["a11y"]
+        assert "Slow search on large repositories" in obs["a11y"] and "Made in episode one" not in obs["a11y"]
         _, reward, terminated, _, _ = env.step("stop [Fixed]")
         assert terminated and reward == 1.0
     finally:
         env.close()
 
 
-def test_a_reset_to_another_task_drops_the_page_opened_ahead_and_restores_the_standby():
+def test_a_reset_to_another_task_drops_the_pages_opened_ahead_and_restores_their_instances():
     from guigym.envs.web.webarena.env import WebArenaEnv
 
     env = WebArenaEnv(config_file=EMBEDDED["fossil"].suite, task_ids=[1001, 1003], embedded=["fossil"])
@@ -143,16 +189,23 @@ def test_a_reset_to_another_task_drops_the_page_opened_ahead_and_restores_the_st
         site = env.embedded_sites[0]
         ctl = env.controller
         env.reset(options={"task": "webarena.1001"})
-        ahead = ctl._next.result(timeout=60)
+        queued = [fut.result(timeout=60) for _, fut in ctl._queue]
+        assert len(queued) == 2
         nxt = env.presample_next_task().id
         other = "webarena.1003" if nxt == "webarena.1001" else "webarena.1001"
-        # something reaches the prepared standby after its restore (what the page opened ahead may do)
-        _add_ticket(site.standby_instance, "Written on the standby")
+        # something reaches the prepared instances after their restore (what the pages opened ahead may do)
+        _add_ticket(site.instance(1), "Written on the next instance")
+        _add_ticket(site.instance(2), "Written on the one after")
         obs, _ = env.reset(options={"task": other})
-        assert ctl.episode is not ahead and ahead.task_page.is_closed()  # dropped, not kept alive
+        assert ctl.episode.context not in [q.context for q in queued]
+        assert all(q.task_page.is_closed() for q in queued)  # dropped, not kept alive
         assert ctl.episode.proxy.upstreams == site.upstreams()
         obs, _, _, _, _ = env.step(f"goto [{site.url}{REPORT}]")
-        assert "Slow search on large repositories" in obs["a11y"] and "Written on the standby" not in obs["a11y"]
+        assert "Slow search on large repositories" in obs["a11y"] and "Written on the next instance" not in obs["a11y"]
+        # the episode after it runs on the other written instance, restored before its page was opened
+        env.reset()
+        obs, _, _, _, _ = env.step(f"goto [{site.url}{REPORT}]")
+        assert "Slow search on large repositories" in obs["a11y"] and "Written on the one after" not in obs["a11y"]
     finally:
         env.close()
 

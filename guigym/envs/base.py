@@ -63,9 +63,9 @@ class GUIEnv(gym.Env):
         self._over = True
         self._broken = False
         self._last_obs: Optional[dict[str, Any]] = None
-        #: task drawn ahead of time for the next unseeded, task-less reset (lets a platform
-        #: prepare that task's device in the background)
-        self._presampled: Optional[Task] = None
+        #: tasks drawn ahead of time for the next unseeded, task-less resets, in order (lets a
+        #: platform prepare those tasks' devices or pages in the background; presample_task)
+        self._presampled: list[tuple[Task, int]] = []  # (task, episode seed) per reset, in order
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
@@ -140,9 +140,19 @@ class GUIEnv(gym.Env):
 
     def presample_next_task(self) -> Task:
         """Draw the task the next ``reset()`` without seed or task will use (same RNG stream)."""
-        if self._presampled is None:
-            self._presampled = self.resolve_task(None)
-        return self._presampled
+        return self.presample_task(1)
+
+    def presample_task(self, n: int) -> Task:
+        """The task of the ``n``-th next ``reset()`` (1: the next one) if none of them is given a
+        seed or task: drawn ahead, in order, from the same RNG stream, each with the episode seed
+        its reset would draw after it, so the resets' tasks and seeds do not depend on how far
+        ahead anyone looked (a reset that is given a seed or task forgets the draws)."""
+        if n < 1:
+            raise ValueError(f"n counts resets from 1, got {n}")
+        while len(self._presampled) < n:
+            task = self.resolve_task(None)
+            self._presampled.append((task, int(self.np_random.integers(2**31 - 1))))
+        return self._presampled[n - 1][0]
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode. ``options={"task": Task | task_id}`` picks the task, else one is sampled;
@@ -160,14 +170,19 @@ class GUIEnv(gym.Env):
         self._episode_max_steps = episode_max
         t0 = time.perf_counter()
         self.timings = {}
-        if options.get("task_spec") is not None:
-            task = self.task_from_spec(options.get("task"), options["task_spec"])
-        elif options.get("task") is None and seed is None and self._presampled is not None:
-            task = self._presampled
+        drawn_seed: Optional[int] = None
+        if options.get("task") is None and seed is None and self._presampled and options.get("task_spec") is None:
+            task, drawn_seed = self._presampled.pop(0)
         else:
-            task = self.resolve_task(options.get("task"))
-        self._presampled = None
-        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
+            self._presampled = []  # the draws ahead were for resets without seed or task
+            if options.get("task_spec") is not None:
+                task = self.task_from_spec(options.get("task"), options["task_spec"])
+            else:
+                task = self.resolve_task(options.get("task"))
+        if seed is not None:
+            episode_seed = int(seed)
+        else:
+            episode_seed = drawn_seed if drawn_seed is not None else int(self.np_random.integers(2**31 - 1))
         if task.extra.get("fixed_seed") is not None:  # a spec'd seeded instance: its seed is the task
             episode_seed = int(task.extra["fixed_seed"])
         self.task, self.episode_seed = task, episode_seed

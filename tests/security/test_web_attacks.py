@@ -311,7 +311,7 @@ def test_a_cache_warmed_for_another_task_serves_nothing_this_policy_refuses(site
         c.runtime.ensure_started()
         wide = UrlPolicy.for_start_url(task.origin + "/uses-lib", [other.origin])
         c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
-        c._next.result(timeout=60)
+        c._queue[0][1].result(timeout=60)
         hits = other.httpd.hits.count("/lib.js")
         assert hits >= 1, "the warm-up did not fetch the script: this test would prove nothing"
         c.open(task.origin + "/uses-lib")  # default policy: the task site only
@@ -320,7 +320,7 @@ def test_a_cache_warmed_for_another_task_serves_nothing_this_policy_refuses(site
         assert other.httpd.hits.count("/lib.js") == hits
         # control: an episode whose policy allows the other site does get it from the warmed cache
         c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
-        c._next.result(timeout=60)
+        c._queue[0][1].result(timeout=60)
         hits = other.httpd.hits.count("/lib.js")
         c.open(task.origin + "/uses-lib", wide)
         assert c.evaluate("window.leaked") == secret and other.httpd.hits.count("/lib.js") == hits

@@ -112,8 +112,8 @@ def _ppid(pid: int) -> int:
 
 @pytest.mark.skipif("fossil" not in RUNNABLE, reason=f"needs the Fossil site; runnable: {RUNNABLE}")
 def test_an_agent_cannot_open_a_stateful_sites_instances_by_their_own_ports():
-    """The next episode starts on the standby instance; if the agent could reach it (its port is on
-    loopback), it could plant what the next episode sees. Only the site's relayed URL is allowed."""
+    """The coming episodes start on the standby instances; if the agent could reach one (its port is
+    on loopback), it could plant what a later episode sees. Only the site's relayed URL is allowed."""
     from guigym.envs.web.webarena.env import WebArenaEnv
 
     env = WebArenaEnv(config_file=S.EMBEDDED["fossil"].suite, task_ids=[1001], embedded=["fossil"])
@@ -121,13 +121,16 @@ def test_an_agent_cannot_open_a_stateful_sites_instances_by_their_own_ports():
         site = env.embedded_sites[0]
         obs, _ = env.reset()
         task_url = obs["url"]
-        env.controller._next.result(timeout=60)  # the next start page is open on the standby instance
-        standby, live = site.standby_instance, site.live_instance
-        for target in (f"{standby.url}/tktnew", f"{standby.url}/rptview?rn=1", f"{live.url}/rptview?rn=1"):
+        for _, fut in env.controller._queue:  # the next start pages are open on the standby instances
+            fut.result(timeout=60)
+        standbys = [site.instance(n) for n in range(1, site.depth + 1)]
+        assert len(standbys) == 2
+        targets = [f"{inst.url}/{path}" for inst in standbys for path in ("tktnew", "rptview?rn=1")]
+        for target in [*targets, f"{site.live_instance.url}/rptview?rn=1"]:
             obs, _, terminated, _, info = env.step(f"goto [{target}]")
             assert info["action_error"] and "refused" in info["action_error"], (target, info)
             assert obs["url"] == task_url and not terminated
-        served = [p for p in env.controller.episode.proxy.upstreams.values()]
-        assert (urllib.parse.urlsplit(standby.url).port not in {port for _, port in served})
+        served = {port for _, port in env.controller.episode.proxy.upstreams.values()}
+        assert not served & {urllib.parse.urlsplit(inst.url).port for inst in standbys}
     finally:
         env.close()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import concurrent.futures
+import dataclasses
 import io
 import re
 import time
@@ -25,6 +27,7 @@ from PIL import Image
 
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError, TaskSpecError
+from guigym.envs.web import still_watch
 from guigym.envs.web.browser import BrowserRuntime, PageUnresponsive, is_playwright_error
 from guigym.envs.web.policy_proxy import PolicyProxy
 from guigym.envs.web.url_policy import UrlPolicy, origin_of
@@ -87,7 +90,7 @@ class WebControllerConfig:
     fast_png: bool = False
 
 
-#: ``_next_key`` of a blank prewarmed context (no URL, no policy yet)
+#: the queue key of a blank prewarmed context (no URL, no policy yet)
 _BLANK: Any = ("<blank>", None)
 #: how often, and after what first wait, a capture refused with "Unable to capture screenshot"
 #: is retried before Playwright's own capture is used
@@ -106,6 +109,15 @@ def applicable_later(context_options: dict[str, Any]) -> bool:
     if not isinstance(state, dict):  # a path: Playwright reads it at creation
         return False
     return not any(o.get("localStorage") for o in state.get("origins", []))
+
+
+@dataclass
+class _Ahead:
+    """An observation of a task page taken when it was opened ahead, and the execution context of
+    the watcher (still_watch.py) armed in that page just before."""
+    obs: WebObservation
+    page: Any
+    watcher: int
 
 
 class _Episode:
@@ -129,6 +141,9 @@ class _Episode:
         self.blocked: list[str] = []  # "url: reason" of requests refused since the last drain
         self.hung: list[str] = []  # URLs of tabs closed because they stopped answering
         self.task_page_closed_hung = False
+        #: the task page's observation taken when it was opened ahead (:meth:`WebController.prewarm`
+        #: with ``observe``), used by the episode's first observation if the page has not changed
+        self.ahead: Optional[_Ahead] = None
         context.on("page", self.adopt)
 
     def adopt(self, page: Any) -> None:
@@ -229,13 +244,17 @@ class WebController:
         self.config = config or WebControllerConfig()
         self.runtime = BrowserRuntime(headless=self.config.headless, executable_path=self.config.executable_path)
         self._ep: Optional[_Episode] = None
-        self._next: Optional[concurrent.futures.Future] = None
-        self._next_key: Optional[tuple[str, UrlPolicy]] = None
+        #: contexts built ahead for the next episodes, in episode order: (key, future of the
+        #: _Episode, or of (context, tab) for a blank one) with key (url, policy) or _BLANK
+        self._queue: collections.deque[tuple[Any, concurrent.futures.Future]] = collections.deque()
         self._retired: list[Any] = []
         #: each context's policy proxy (closed with the context, :meth:`_discard`)
         self._proxies: dict[Any, PolicyProxy] = {}
         #: origins a prewarmed blank context's cache was warmed with (:meth:`prewarm_blank`)
         self._warmed: dict[Any, frozenset[str]] = {}
+        #: drains the policy proxies of every context retired so far (an asyncio task of the
+        #: browser thread's loop); each page prewarmed with ``before`` waits for it (_open_after)
+        self._draining: Optional[asyncio.Future] = None
         # Capture the whole window and crop in numpy: CDP's `clip` parameter makes Chromium take a
         # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py);
         # plain PNG encodes slower than optimizeForSpeed but decodes faster, a net win.
@@ -313,8 +332,8 @@ class WebController:
             self._retired.append(self._ep.context)
         self._ep = None
         made: Optional[_Episode] = None
-        if self._next is not None:
-            fut, next_key, self._next = self._next, self._next_key, None
+        if self._queue:
+            next_key, fut = self._queue.popleft()
             try:
                 made = fut.result(timeout=self.config.load_timeout_s)
             except Exception:  # noqa: BLE001 - a failed prewarm is simply rebuilt below
@@ -330,6 +349,8 @@ class WebController:
                     if not stale:
                         self._retired.append(made.context)
                     made = None
+            if made is None:  # the episodes they were built for do not follow
+                self._retire_queue()
         if made is None:
             made = self.runtime.run(self._make_page(url, policy, context_options, upstreams),
                                     self.config.load_timeout_s, f"opening {url}")
@@ -443,46 +464,78 @@ class WebController:
         for ctx in self._retired:
             self.runtime.submit(self._discard(ctx))
         self._retired.clear()
-        if self._next is None:
-            self._next_key = _BLANK
-            self._next = self.runtime.submit(self._make_blank(warm))
+        if not self._queue:
+            self._queue.append((_BLANK, self.runtime.submit(self._make_blank(warm))))
+
+    @property
+    def pending(self) -> int:
+        """How many contexts are built (or being built) ahead for the next episodes."""
+        return len(self._queue)
 
     def prewarm(self, url: str, policy: Optional[UrlPolicy] = None, upstreams: Optional[Upstreams] = None,
-                before: Optional[Callable[[], Any]] = None) -> None:
-        """Close retired contexts and build the next episode's context for ``url`` in the background.
+                before: Optional[Callable[[], Any]] = None, observe: bool = False) -> None:
+        """Close retired contexts and build a coming episode's context for ``url`` in the background.
 
         Call it once the episode has its first observation, so the work overlaps the agent's
-        turn instead of the reset.
+        turn instead of the reset. Each call queues one context, for the episode after those
+        already queued (:attr:`pending`): :meth:`open` takes them in order.
 
         ``upstreams``: the new context's :attr:`PolicyProxy.upstreams`. ``before``: called in a
-        worker thread once the retired contexts' proxies are drained (:meth:`PolicyProxy.drain`:
-        their requests under way answered, no new one passed; the contexts then close in the
-        background) and before ``url`` is opened, e.g. restoring the site instance the page is
-        opened on; not called when a prewarmed context is already pending.
+        worker thread once the proxies of every context retired so far are drained
+        (:meth:`PolicyProxy.drain`: their requests under way answered, no new one passed; the
+        contexts then close in the background) and before ``url`` is opened, e.g. restoring the
+        site instance the page is opened on. ``observe``: observe the page once it has loaded,
+        too; the episode's first :meth:`observe` returns that observation if the page has not
+        changed since (still_watch.py), else observes it anew.
         """
         if not self.runtime.alive:
             return
         retired, self._retired = list(self._retired), []
-        if self._next is not None:
-            for ctx in retired:
-                self.runtime.submit(self._discard(ctx))
-            return
         policy = policy or UrlPolicy.for_start_url(url)
-        self._next_key = (url, policy)
-        self._next = self.runtime.submit(self._prepare_page(retired, url, policy, upstreams, before))
+        self._queue.append(((url, policy),
+                            self.runtime.submit(self._prepare_page(retired, url, policy, upstreams, before, observe))))
 
     async def _prepare_page(self, retired: list[Any], url: str, policy: UrlPolicy, upstreams: Optional[Upstreams],
-                            before: Optional[Callable[[], Any]]) -> _Episode:
+                            before: Optional[Callable[[], Any]], observe: bool = False) -> _Episode:
+        ep = await self._open_ahead(retired, url, policy, upstreams, before)
+        if observe:
+            ep.ahead = await self._observe_ahead(ep)
+        return ep
+
+    async def _open_ahead(self, retired: list[Any], url: str, policy: UrlPolicy, upstreams: Optional[Upstreams],
+                          before: Optional[Callable[[], Any]]) -> _Episode:
         if before is None:
             await asyncio.gather(*(self._discard(ctx) for ctx in retired))
-            return await self._make_page(url, policy, upstreams=upstreams)
+            ctx, page = await self._make_blank()
+        else:
+            ctx, page = await self._open_after(retired, before)
+        try:
+            return await self._open_in(ctx, page, url, policy, upstreams)
+        except BaseException:
+            await self._discard(ctx)
+            raise
+
+    async def _open_after(self, retired: list[Any], before: Callable[[], Any]) -> tuple[Any, Any]:
+        """A blank context and tab, once the proxies of ``retired`` and of every context retired
+        before them are drained and ``before`` has run."""
+        if retired:
+            earlier = self._draining
+
+            async def drain() -> None:
+                # every request of a context goes through its proxy: once the proxies are drained,
+                # nothing of the retired contexts reaches a site, and they close in the background
+                if earlier is not None:  # a failure of an earlier drain was its pages' to report
+                    await asyncio.gather(earlier, return_exceptions=True)
+                await asyncio.gather(*(self._proxies[ctx].drain() for ctx in retired if ctx in self._proxies))
+                for ctx in retired:
+                    self.runtime.submit(self._discard(ctx))
+
+            self._draining = asyncio.ensure_future(drain())
+        draining = self._draining
 
         async def close_then_before() -> None:
-            # every request of a context goes through its proxy: once the proxies are drained,
-            # nothing of the retired contexts reaches a site, and they close in the background
-            await asyncio.gather(*(self._proxies[ctx].drain() for ctx in retired if ctx in self._proxies))
-            for ctx in retired:
-                self.runtime.submit(self._discard(ctx))
+            if draining is not None:
+                await asyncio.shield(draining)  # shared by the pages queued after this one
             await asyncio.to_thread(before)
 
         # the new context and its blank tab (which ask no site anything) are built meanwhile
@@ -493,36 +546,47 @@ class WebController:
             ctx, _ = await tab
             await self._discard(ctx)
             raise
-        ctx, page = await tab
-        try:
-            return await self._open_in(ctx, page, url, policy, upstreams)
-        except BaseException:
-            await self._discard(ctx)
-            raise
+        return await tab
 
     def prewarmed(self, url: str, policy: UrlPolicy) -> bool:
-        """True when a context prewarmed for ``url`` under ``policy`` (:meth:`prewarm`) is built
-        and usable, so :meth:`open` without context options will take it (waits for it)."""
-        if self._next is None or self._next_key != (url, policy):
+        """True when the first context queued (:meth:`prewarm`) is for ``url`` under ``policy``,
+        built and usable, so :meth:`open` without context options will take it (waits for it)."""
+        if not self._queue or self._queue[0][0] != (url, policy):
             return False
         try:
-            made = self._next.result(timeout=self.config.load_timeout_s)
+            made = self._queue[0][1].result(timeout=self.config.load_timeout_s)
         except Exception:  # noqa: BLE001 - a failed prewarm is rebuilt by open()
             return False
         return made.context.browser is self.runtime.browser and not made.task_page.is_closed()
 
     def drop_prewarmed(self) -> None:
-        """Close a pending prewarmed context now (waiting for it), e.g. before the site state
-        its page was opened on is restored."""
-        fut, self._next, self._next_key = self._next, None, None
-        if fut is None or not self.runtime.alive:
+        """Close every queued prewarmed context now (waiting for each), e.g. before the site
+        state their pages were opened on is restored."""
+        queue, self._queue = list(self._queue), collections.deque()
+        for _, fut in queue:
+            if not self.runtime.alive:
+                return
+            try:
+                made = fut.result(timeout=self.config.load_timeout_s)
+            except Exception:  # noqa: BLE001 - nothing was built
+                continue
+            ctx = made[0] if isinstance(made, tuple) else made.context
+            self.runtime.run(self._discard(ctx), self.config.call_timeout_s, "closing a prewarmed context")
+
+    def _retire_queue(self) -> None:
+        """Close every queued context once it is built, without waiting for it here (only pages
+        of sites no reset restores get here: envs drop pages on a site's standby instance first,
+        :meth:`drop_prewarmed`)."""
+        for _, fut in self._queue:
+            fut.add_done_callback(self._retire_built)
+        self._queue.clear()
+
+    def _retire_built(self, fut: concurrent.futures.Future) -> None:
+        """Close a prewarmed context once built (a future's callback, on the loop thread)."""
+        if fut.cancelled() or fut.exception() is not None:
             return
-        try:
-            made = fut.result(timeout=self.config.load_timeout_s)
-        except Exception:  # noqa: BLE001 - nothing was built
-            return
-        ctx = made[0] if isinstance(made, tuple) else made.context
-        self.runtime.run(self._discard(ctx), self.config.call_timeout_s, "closing a prewarmed context")
+        made = fut.result()
+        self.runtime.submit(self._discard(made[0] if isinstance(made, tuple) else made.context))
 
     def discard_retired(self) -> None:
         """Close the contexts of earlier episodes in the background (for envs that do not prewarm)."""
@@ -546,7 +610,7 @@ class WebController:
         self.runtime.run(_open(), self.config.load_timeout_s + self.config.call_timeout_s, f"opening {url}")
 
     def close(self) -> None:
-        self._next = None
+        self._queue.clear()
         self._retired.clear()
         try:  # on the browser thread, where the proxies run and the map is changed
             self.runtime.run(self._close_proxies(), 5.0, "closing the policy proxies")
@@ -601,9 +665,10 @@ class WebController:
     def policy(self) -> UrlPolicy:
         return self.episode.policy
 
-    async def _active_page(self) -> Any:
-        """The active tab; an empty one when the agent has closed them all."""
-        ep = self.episode
+    async def _active_page(self, ep: Optional[_Episode] = None) -> Any:
+        """The active tab of ``ep`` (default: the current episode); an empty one when the agent
+        has closed them all."""
+        ep = ep or self.episode
         ep.prune()
         if ep.active is None:
             page = await ep.context.new_page()
@@ -615,18 +680,19 @@ class WebController:
         """Evaluate ``expression`` in the active tab (host code only; never agent text)."""
         return self.runtime.run(self.page.evaluate(expression, arg), self.config.call_timeout_s, what)
 
-    def _shows_allowed(self, url: str) -> bool:
-        return bool(_HARMLESS.match(url)) or self.episode.policy.allows(url)
+    def _shows_allowed(self, url: str, ep: Optional[_Episode] = None) -> bool:
+        return bool(_HARMLESS.match(url)) or (ep or self.episode).policy.allows(url)
 
-    async def _guard(self, page: Any) -> None:
+    async def _guard(self, page: Any, ep: Optional[_Episode] = None) -> None:
         """Second line behind goto's check and the request routing: a tab showing a URL the policy
         refuses is emptied before anything of it is observed. Routing cannot see the target of a
         redirect (Playwright routes a redirected request's first URL only), so an allowed site
         that redirects elsewhere gets its request sent; what comes back is never observed."""
+        ep = ep or self.episode
         url = page.url
-        if page.is_closed() or self._shows_allowed(url):
+        if page.is_closed() or self._shows_allowed(url, ep):
             return
-        self.episode.blocked.append(f"{url[:200]}: {self.episode.policy.refusal(url)}")
+        ep.blocked.append(f"{url[:200]}: {ep.policy.refusal(url)}")
         try:
             await page.goto("about:blank", timeout=self.config.load_timeout_s * 1000)
         except Exception:  # noqa: BLE001 - closed or navigating meanwhile; observe checks again
@@ -661,10 +727,10 @@ class WebController:
             return None
         return await page.evaluate("(x) => (0, eval)(x)", expr)
 
-    async def _observe_once(self, extra_expr: Optional[str]) -> WebObservation:
-        ep = self.episode
-        page = await self._active_page()
-        await self._guard(page)
+    async def _observe_once(self, extra_expr: Optional[str], ep: Optional[_Episode] = None) -> WebObservation:
+        ep = ep or self.episode
+        page = await self._active_page(ep)
+        await self._guard(page, ep)
         cdp = ep.cdps.get(page)
         if cdp is None:
             cdp = ep.cdps[page] = await ep.context.new_cdp_session(page)
@@ -672,7 +738,7 @@ class WebController:
         if self.config.a11y_builder is not None:
             if extra_expr is not None:
                 raise ConfigError("extra_expr is not evaluated when a11y_builder replaces a11y.js")
-            return await self._observe_built(page, cdp, t0)
+            return await self._observe_built(ep, page, cdp, t0)
         opts = {"nodeCap": self.config.a11y_node_cap, "timeCapMs": self.config.a11y_time_cap_ms,
                 "skipIds": list(self.config.a11y_skip_ids)}
         own_extra = page is ep.task_page
@@ -683,7 +749,7 @@ class WebController:
             page.evaluate(js, [opts, extra_expr if own_extra else None]),
             self._extra(ep.task_page, None if own_extra else extra_expr),
         )
-        if not (self._shows_allowed(page.url) and self._shows_allowed(snap["url"])):
+        if not (self._shows_allowed(page.url, ep) and self._shows_allowed(snap["url"], ep)):
             # a navigation the policy refuses committed while we looked: blank it, look again
             raise _Retry(f"the tab moved to {snap['url'][:200]} while it was observed")
         if snap["snap"] is None:  # a document the init script did not reach (e.g. an error page)
@@ -706,12 +772,12 @@ class WebController:
             img = img.crop((0, 0, w, h))
         return np.asarray(img.convert("RGB"), dtype=np.uint8)
 
-    async def _observe_built(self, page: Any, cdp: Any, t0: float) -> WebObservation:
+    async def _observe_built(self, ep: _Episode, page: Any, cdp: Any, t0: float) -> WebObservation:
         """Screenshot + the tree of ``config.a11y_builder``, requested together (no extra_expr)."""
         assert self.config.a11y_builder is not None
-        shot, s, url = await asyncio.gather(self._capture(page, cdp), self.config.a11y_builder(self.episode, page, cdp),
+        shot, s, url = await asyncio.gather(self._capture(page, cdp), self.config.a11y_builder(ep, page, cdp),
                                             page.evaluate("location.href"))
-        if not (self._shows_allowed(page.url) and self._shows_allowed(url)):
+        if not (self._shows_allowed(page.url, ep) and self._shows_allowed(url, ep)):
             raise _Retry(f"the tab moved to {url[:200]} while it was observed")
         t1 = time.perf_counter()
         return WebObservation(
@@ -720,7 +786,45 @@ class WebController:
             timings={"observe_s": t1 - t0, "a11y_build_ms": s["ms"]},
         )
 
+    async def _observe_ahead(self, ep: _Episode) -> Optional[_Ahead]:
+        """Observe ``ep``'s task page (just opened ahead) with a watcher armed in it first; None
+        when it cannot be watched (still_watch.arm) or observed now: the reset observes it then."""
+        page = ep.task_page
+        try:
+            watcher = await still_watch.arm(ep.cdps[page])
+            if watcher is None:
+                return None
+            obs = await self._observe_once(None, ep)
+        except Exception:  # noqa: BLE001 - a page that cannot be observed now is observed at the reset
+            if not self.runtime.alive:
+                raise
+            return None
+        if obs.meta.get("busy") or ep.active is not page:
+            return None
+        return _Ahead(obs, page, watcher)
+
+    async def _take_ahead(self, extra_expr: Optional[str]) -> Optional[WebObservation]:
+        """The episode's observation taken ahead (once), if the agent's tab is the page it was
+        taken of and that page has not changed since; None otherwise."""
+        ep = self.episode
+        ahead, ep.ahead = ep.ahead, None
+        if ahead is None or extra_expr is not None:
+            return None
+        ep.prune()
+        page = ahead.page
+        if ep.active is not page or ep.tabs != [page] or page.url != ahead.obs.url:
+            return None
+        t0 = time.perf_counter()
+        if not await still_watch.unchanged(ep.cdps[page], ahead.watcher):
+            return None
+        timings = {**ahead.obs.timings, "observe_s": time.perf_counter() - t0,
+                   "ahead_observe_s": ahead.obs.timings.get("observe_s", 0.0)}
+        return dataclasses.replace(ahead.obs, timings=timings)
+
     async def _observe(self, extra_expr: Optional[str]) -> WebObservation:
+        ahead = await self._take_ahead(extra_expr)
+        if ahead is not None:
+            return ahead
         # An action may leave a navigation or a tab closing in flight; a page call that lands in
         # the middle of it fails, and observing again shows where the action led.
         for attempt in range(3):
@@ -909,6 +1013,7 @@ class WebController:
 
     async def _execute_reporting(self, a: A.Action) -> None:
         ep = self.episode
+        ep.ahead = None  # observed before the action: of no use after it
         ep.drain_blocked()
         await self._execute(a)
         ep.prune()

@@ -244,12 +244,17 @@ class WebArenaEnv(GUIEnv):
             a reset given another task gets that cache emptied unless its policy allows every
             origin warmed. When every site the next task may show is read-only (kiwix, the map)
             or on standby (below) and it needs no login or geolocation, its start page itself is
-            opened ahead, so the reset only swaps contexts and observes.
+            opened ahead and observed, so the reset only swaps contexts (and checks the page has
+            not changed since, envs/web/still_watch.py).
+        pages_ahead: how many coming episodes get their start page opened ahead that way (each
+            in a context of its own): a page that takes longer to open than one agent turn (the
+            shop's catalogue, ~0.7 s on 2 cores) has that many turns to do it.
         standby_sites: the embedded sites the env starts (``embedded=``) that hold state (Fossil,
-            the forum, the shop) run as two instances behind one URL each
-            (sites/standby.py :class:`StandbySite`): one serves the episode while the other is
-            restored to the seed and the next start page opened on it; each reset swaps them.
-            Costs a second server per site (memory); False: one instance restored at each reset.
+            the forum, the shop) run as ``pages_ahead + 1`` instances behind one URL each
+            (sites/standby.py :class:`StandbySite`): one serves the episode while the others are
+            restored to the seed and the next start pages opened on them; each reset moves the
+            live role on. Costs more servers per site (memory); False: one instance restored at
+            each reset.
         logins / accounts: per-site :class:`LoginRecipe` and ``{"username", "password"}``
             (default: WebArena's recipes and published accounts).
         login_probe_interval_s: how often a cached login is re-checked through its probe page.
@@ -269,8 +274,11 @@ class WebArenaEnv(GUIEnv):
                  accounts: Optional[Mapping[str, Mapping[str, str]]] = None, login_probe_interval_s: float = 300.0,
                  judge: Optional[Callable[[list[dict[str, str]]], str]] = None, render_mode: Optional[str] = None, info_timings: bool = False,
                  embedded_sites: Sequence[Any] = (), embedded: Union[None, str, Sequence[str]] = None,
-                 prewarm: bool = True, standby_sites: bool = True) -> None:
+                 prewarm: bool = True, standby_sites: bool = True, pages_ahead: int = 2) -> None:
         self.prewarm = bool(prewarm)
+        if isinstance(pages_ahead, bool) or not isinstance(pages_ahead, int) or not 1 <= pages_ahead <= 8:
+            raise ConfigError(f"pages_ahead must be an int from 1 to 8, got {pages_ahead!r}")
+        self.pages_ahead = pages_ahead
         # embedded sites (sites/): the ones the caller started, plus those we start and own when
         # asked (``embedded=``) or when given nothing to run (the built-in default)
         self._owned_sites: list[Any] = []
@@ -280,7 +288,8 @@ class WebArenaEnv(GUIEnv):
         if embedded:
             names = self._embedded_names(embedded)
             self._sites_dir = tempfile.TemporaryDirectory(prefix="guigym-webarena-sites-")
-            self._owned_sites = start_sites(names, Path(self._sites_dir.name), standby=standby_sites and self.prewarm)
+            self._owned_sites = start_sites(names, Path(self._sites_dir.name),
+                                            standby=pages_ahead if standby_sites and self.prewarm else 0)
             if config_file is None and not any(isinstance(t, Mapping) for t in (tasks or ())):
                 config_file = [EMBEDDED[n].suite for n in names]
         self.embedded_sites = [*embedded_sites, *self._owned_sites]
@@ -377,11 +386,12 @@ class WebArenaEnv(GUIEnv):
         cfg = self.config_of(task)
         starts = [u.strip() for u in cfg["start_url"].split(T.TAB_SEPARATOR)]
         policy = self.policy_for(task)
-        # the page opened ahead on the standby instances (_after_reset) is this episode's
+        # the first page opened ahead (_after_reset) is this episode's
         ahead = self._open_ahead(task) == starts[0] and self.controller.prewarmed(starts[0], policy)
         if self._ahead_on_standby and not ahead:
-            self.controller.drop_prewarmed()  # its page used the standby instances, restored below
-        self._ahead_on_standby = False
+            # the pages opened ahead used standby instances, restored below or before their next use
+            self.controller.drop_prewarmed()
+            self._ahead_on_standby = False
         if self.embedded_sites:
             self.timings["site_reset_s"] = sum(
                 site.reset(standby_ready=ahead) if isinstance(site, StandbySite) else site.reset()
@@ -415,15 +425,22 @@ class WebArenaEnv(GUIEnv):
         if not self.prewarm:
             self.controller.discard_retired()
             return
-        nxt = self.task if len(self.tasks) == 1 else self.presample_next_task()
-        ahead = self._open_ahead(nxt)
-        if ahead is not None:  # the start page itself, as MiniWoB-v0 does
-            standby = [s for s in self.embedded_sites if isinstance(s, StandbySite)]
-            # stateful sites: on their standby instances, restored once no context can reach them
-            self.controller.prewarm(ahead, self.policy_for(nxt), upstreams=self._upstreams(standby=True),
-                                    before=lambda: [s.prepare_standby() for s in standby])
-            self._ahead_on_standby = bool(standby)
-        else:
+        standby = [s for s in self.embedded_sites if isinstance(s, StandbySite)]
+        depth = min([self.pages_ahead, *(s.depth for s in standby)])
+        # the start pages of the next `depth` episodes, those queued at earlier resets first
+        for n in range(self.controller.pending + 1, depth + 1):
+            nxt = self.task if len(self.tasks) == 1 else self.presample_task(n)
+            url = self._open_ahead(nxt)
+            if url is None:  # opened at its own reset; the pages after it wait until then
+                break
+            # stateful sites: on the instance that serves that episode, restored once no context
+            # can reach it (named now: the resets in between move the live role on); observed
+            # there too: its reset uses that observation if the page has not changed since
+            instances = [(s, s.index(n)) for s in standby]
+            self.controller.prewarm(url, self.policy_for(nxt), upstreams=self._upstreams(ahead=n),
+                                    before=lambda i=instances: [s.restore_instance(k) for s, k in i], observe=True)
+        self._ahead_on_standby = bool(standby) and self.controller.pending > 0
+        if not self.controller.pending:
             self.controller.prewarm_blank(self._warm_plan())
 
     def _open_ahead(self, task: Task) -> Optional[str]:
@@ -431,8 +448,8 @@ class WebArenaEnv(GUIEnv):
 
         Only when every origin the task may show is served by an embedded site that either
         declares ``read_only`` (no request can change what it serves, so a page opened now is
-        the page its reset would open) or runs on two instances (:class:`StandbySite`: the page
-        is opened on the standby instance, restored first), and the episode needs no context
+        the page its reset would open) or runs on a ring of instances (:class:`StandbySite`: the
+        page is opened on a standby instance, restored first), and the episode needs no context
         options (a login's cookies, a geolocation), which the prewarmed context could not have
         had. Any other page waits for its site's restore (:meth:`_start_episode`)."""
         cfg = self.config_of(task)
@@ -446,12 +463,13 @@ class WebArenaEnv(GUIEnv):
             return None
         return cfg["start_url"].split(T.TAB_SEPARATOR)[0].strip()
 
-    def _upstreams(self, standby: bool = False) -> dict[tuple[str, int], tuple[str, int]]:
-        """Every :class:`StandbySite`'s relay -> its live (or standby) instance."""
+    def _upstreams(self, ahead: int = 0) -> dict[tuple[str, int], tuple[str, int]]:
+        """Every :class:`StandbySite`'s relay -> the instance that serves the ``ahead``-th next
+        episode (0: the live one)."""
         out: dict[tuple[str, int], tuple[str, int]] = {}
         for site in self.embedded_sites:
             if isinstance(site, StandbySite):
-                out.update(site.upstreams(standby=standby))
+                out.update(site.upstreams(ahead=ahead))
         return out
 
     def _warm_plan(self) -> Callable[[list[str]], Optional[tuple[UrlPolicy, str, list[str]]]]:
@@ -485,6 +503,8 @@ class WebArenaEnv(GUIEnv):
         self._obs_meta = {"a11y_nodes": o.a11y_nodes, "a11y_truncated": o.a11y_truncated,
                           "a11y_truncation_reason": o.a11y_reason}
         self.timings["observe_s"] = o.timings["observe_s"]
+        if "ahead_observe_s" in o.timings:  # taken when the page was opened ahead; this was the check
+            self.timings["ahead_observe_s"] = o.timings["ahead_observe_s"]
         obs = {"screenshot": o.screenshot, "a11y": o.a11y, "instruction": self.task.instruction if self.task else "",
                "url": o.url[:8192]}
         if self.som:

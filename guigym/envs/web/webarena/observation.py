@@ -42,6 +42,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from guigym.core.errors import ActionNotPossible, ConfigError
+from guigym.envs.web.browser import cdp_send
 
 Box = tuple[float, float, float, float]  # x, y, width, height in viewport (screenshot) pixels
 
@@ -349,9 +350,9 @@ class AXTreeObserver:
     async def build(self, episode: Any, page: Any, cdp: Any) -> dict[str, Any]:
         t0 = time.perf_counter()
         want_boxes = self.som or self.viewport_only
-        calls = [cdp.send("Accessibility.getFullAXTree")]
+        calls = [cdp_send(cdp, "Accessibility.getFullAXTree")]
         if want_boxes:
-            calls.append(cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True}))
+            calls.append(cdp_send(cdp, "DOMSnapshot.captureSnapshot", {"computedStyles": [], "includeDOMRects": True}))
         tabs = list(episode.tabs)
         results = await asyncio.gather(*calls, *(_title(t) for t in tabs))
         ax = results[0]

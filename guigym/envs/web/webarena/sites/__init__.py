@@ -163,12 +163,13 @@ def prepare_workdir(s: EmbeddedSite, workdir: Path) -> None:
     shutil.copytree(built, workdir, symlinks=True)
 
 
-def start_sites(names: Sequence[str], workdir: Path, standby: bool = False) -> list[Any]:
+def start_sites(names: Sequence[str], workdir: Path, standby: int = 0) -> list[Any]:
     """Start the named sites, each in ``workdir/<name>``; all or none (a failure closes the rest).
 
-    ``standby``: a site that is not ``read_only`` runs as two instances behind its URLs
-    (:class:`~guigym.envs.web.webarena.sites.standby.StandbySite`, in ``<name>/a`` and ``<name>/b``),
-    so the env can restore one and open the next start page on it during an episode."""
+    ``standby``: how many standby instances a site that is not ``read_only`` runs besides its
+    live one, behind its URLs (:class:`~guigym.envs.web.webarena.sites.standby.StandbySite`, in
+    ``<name>/a``, ``<name>/b``, ...), so the env can restore them and open the next episodes'
+    start pages on them during an episode; 0: one instance."""
     from guigym.envs.web.webarena.sites.standby import StandbySite
 
     started: list[Any] = []
@@ -180,7 +181,8 @@ def start_sites(names: Sequence[str], workdir: Path, standby: bool = False) -> l
                 raise ConfigError(f"embedded site {name!r} needs {', '.join(lacking)}: {s.hint}")
             site = s.load()(Path(workdir) / name)
             if standby and not getattr(site, "read_only", False):
-                site = StandbySite(s.load(), Path(workdir) / name, prepare=lambda d, s=s: prepare_workdir(s, d))
+                site = StandbySite(s.load(), Path(workdir) / name, prepare=lambda d, s=s: prepare_workdir(s, d),
+                                   instances=1 + int(standby))
             else:
                 prepare_workdir(s, Path(workdir) / name)
             started.append(site)

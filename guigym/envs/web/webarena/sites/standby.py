@@ -1,24 +1,28 @@
-"""A stateful embedded site served by two instances, one live and one restored on standby.
+"""A stateful embedded site served by a ring of instances: one live, the others restored on standby.
 
 Why: a stateful site (a shop, a forum) can be restored only once its episode is over, so the
 next episode's start page could not be opened before that episode's ``reset()``: the reset had to
 restore the site and then load the page (Django rendering, CSS/JS parsing: 350-800 ms here).
-With two instances of the site, the standby one is restored while the current episode runs on
-the live one, and the next start page is opened on it in the agent's turn; ``reset()`` then only
-swaps the two.
+With a second instance of the site, the standby one is restored while the current episode runs
+on the live one, and the next start page is opened on it in the agent's turn; ``reset()`` then
+only moves the live role on. With ``k`` instances the start pages of the next ``k - 1`` episodes
+can be opened ahead, each on its own instance, so a page that takes longer to open than one
+agent turn (the shop's catalogue: ~0.7 s on 2 cores) has ``k - 1`` turns to do it.
 
-Both instances stay behind the same base URLs, so task configs, cookies and answers keep their
-origins: each base URL is a loopback :class:`TcpRelay` that connects every new connection to
-the live instance's port. The browser context opened ahead reaches the standby instance directly
-(its policy proxy is given :meth:`StandbySite.upstreams` ``(standby=True)``), and keeps doing so after the
-swap made that instance live.
+The live role goes round the ring: the instance ``n`` places after the live one (:meth:`instance`)
+serves the ``n``-th next episode; the one an episode just left is the last, restored once nothing
+of that episode can reach it (:meth:`prepare_standby`). Every instance stays behind the same base
+URLs, so task configs, cookies and answers keep their origins: each base URL is a loopback
+:class:`TcpRelay` that connects every new connection to the live instance's port. A browser
+context opened ahead reaches its own instance directly (its policy proxy is given
+:meth:`StandbySite.upstreams` ``(ahead=n)``), and keeps doing so once that instance is live.
 
 Usage::
 
     site = StandbySite(lambda d: SpiritSite(d), workdir)  # builds/serves workdir/a and workdir/b
     site.start(); site.urls                                # the relays' URLs
-    site.prepare_standby()                                 # restore the standby (idle) instance
-    site.reset(standby_ready=True)                         # swap: the standby goes live
+    site.prepare_standby()                                 # restore the next (idle) instance
+    site.reset(standby_ready=True)                         # it goes live, without a restore
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from guigym.core.errors import EnvInfraError
+from guigym.core.errors import ConfigError, EnvInfraError
 from guigym.envs.web.policy_proxy import pipe
 
 class TcpRelay:
@@ -80,20 +84,24 @@ def _hostport(url: str) -> tuple[str, int]:
 
 
 class StandbySite:
-    """The site contract of sites/__init__.py over two instances of one site class.
+    """The site contract of sites/__init__.py over ``instances`` instances of one site class.
 
     Args:
-        factory: builds one instance given its directory (``workdir/a``, ``workdir/b``).
+        factory: builds one instance given its directory (``workdir/a``, ``workdir/b``, ...).
         workdir: this site's directory.
         prepare: called with ``workdir/a`` before the instance is made (e.g. to copy a cached
-            build into it). The second instance's directory is a copy of the first one's once
-            its seed is built, so both serve the very same seed (Fossil's ids are random).
+            build into it). The other instances' directories are copies of the first one's once
+            its seed is built, so all serve the very same seed (Fossil's ids are random).
+        instances: how many (>= 2); the start pages of ``instances - 1`` next episodes can be
+            opened ahead (:attr:`depth`).
     """
 
     def __init__(self, factory: Callable[[Path], Any], workdir: Union[str, Path],
-                 prepare: Optional[Callable[[Path], None]] = None) -> None:
+                 prepare: Optional[Callable[[Path], None]] = None, instances: int = 2) -> None:
+        if isinstance(instances, bool) or not isinstance(instances, int) or not 2 <= instances <= 26:
+            raise ConfigError(f"a standby site needs 2 to 26 instances, got {instances!r}")
         self.workdir = Path(workdir)
-        dirs = [self.workdir / "a", self.workdir / "b"]
+        dirs = [self.workdir / chr(ord("a") + i) for i in range(instances)]
         if prepare is not None:
             prepare(dirs[0])
         self.instances = [factory(d) for d in dirs]
@@ -103,8 +111,9 @@ class StandbySite:
         self.resets_sessions = bool(getattr(first, "resets_sessions", False))
         #: which of ``instances`` serves the episode (the relays' target)
         self.live_index = 0
-        #: True when prepare_standby restored the standby instance since the last swap
-        self.standby_clean = False
+        #: per instance: restored by prepare_standby since it was last live (only pages opened
+        #: ahead may have used it since)
+        self._clean = [False] * instances
         self._relays: list[TcpRelay] = []
         self._urls: dict[str, str] = {}
         self._instance_urls: list[dict[str, str]] = []  # each instance's own site_urls, once started
@@ -114,27 +123,28 @@ class StandbySite:
 
     # -- the site contract --------------------------------------------------------------------
     def start(self) -> str:
-        """Start both instances and one relay per base URL; returns the (relayed) main URL."""
+        """Start every instance and one relay per base URL; returns the (relayed) main URL."""
         from guigym.envs.web.webarena.sites import site_urls
 
         try:
-            first, second = self.instances
+            first, *others = self.instances
             seed = getattr(first, "seed", None)
             if seed is not None and not Path(seed).exists():
                 first.build()
-            if not second.workdir.exists():
-                shutil.copytree(first.workdir, second.workdir, symlinks=True)
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:  # servers start in parallel
+            for other in others:
+                if not other.workdir.exists():
+                    shutil.copytree(first.workdir, other.workdir, symlinks=True)
+            with concurrent.futures.ThreadPoolExecutor(len(self.instances)) as pool:  # servers start in parallel
                 for fut in [pool.submit(inst.start) for inst in self.instances]:
                     fut.result()
             own = [site_urls(inst) for inst in self.instances]
-            if list(own[0]) != list(own[1]):
-                raise EnvInfraError(f"the two instances of site {self.key!r} serve different keys: {own}")
+            if any(list(o) != list(own[0]) for o in own):
+                raise EnvInfraError(f"the instances of site {self.key!r} serve different keys: {own}")
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._loop.run_forever, name=f"relay-{self.key}", daemon=True)
             self._thread.start()
             for key in own[0]:
-                targets = [_hostport(own[i][key]) for i in (0, 1)]
+                targets = [_hostport(o[key]) for o in own]
                 relay = TcpRelay(lambda t=targets: t[self.live_index])
                 asyncio.run_coroutine_threadsafe(relay.start(), self._loop).result(10)
                 self._relays.append(relay)
@@ -144,7 +154,7 @@ class StandbySite:
         except BaseException:
             self.close()
             raise
-        self.standby_clean = False
+        self._clean = [False] * len(self.instances)
         return self.url
 
     @property
@@ -167,35 +177,68 @@ class StandbySite:
         return self.instances[self.live_index]
 
     @property
-    def standby_instance(self) -> Any:
-        """The other instance: restored by :meth:`prepare_standby`, live after the next reset."""
-        return self.instances[1 - self.live_index]
+    def depth(self) -> int:
+        """How many next episodes have an instance of their own (``len(instances) - 1``)."""
+        return len(self.instances) - 1
 
-    def prepare_standby(self) -> float:
-        """Restore the standby instance to the seed (nothing may be using it); returns seconds."""
+    def index(self, ahead: int = 0) -> int:
+        """The position in :attr:`instances` of the one that serves the ``ahead``-th next episode
+        (0: the live one), as things stand (each reset moves it)."""
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or not 0 <= ahead <= self.depth:
+            raise ConfigError(f"ahead must be an int from 0 to {self.depth} for site {self.key!r}, got {ahead!r}")
+        return (self.live_index + ahead) % len(self.instances)
+
+    def instance(self, ahead: int = 0) -> Any:
+        """The instance that serves the ``ahead``-th next episode (0: the live one)."""
+        return self.instances[self.index(ahead)]
+
+    @property
+    def standby_instance(self) -> Any:
+        """The next instance: live after the next reset."""
+        return self.instance(1)
+
+    @property
+    def standby_clean(self) -> bool:
+        """True when the next instance was restored by :meth:`prepare_standby` since it was last live."""
+        return self._clean[self.index(1)]
+
+    def prepare_standby(self, ahead: int = 1) -> float:
+        """Restore the ``ahead``-th next instance to the seed (nothing may be using it); returns seconds."""
+        if ahead == 0:
+            raise ConfigError("prepare_standby restores a standby instance, not the live one (ahead >= 1)")
+        return self.restore_instance(self.index(ahead))
+
+    def restore_instance(self, i: int) -> float:
+        """Restore ``instances[i]`` to the seed (nothing may be using it) and count it ready for
+        the reset that makes it live; returns seconds. For work queued before that reset, which
+        names the instance by position: the live instance is refused (EnvInfraError), as a
+        reset in between would have moved the live role onto it."""
         with self._lock:
-            took = self.instances[1 - self.live_index].reset()
-            self.standby_clean = True
+            if i == self.live_index:
+                raise EnvInfraError(f"instance {i} of site {self.key!r} is live: it is not restored under its episode")
+            took = self.instances[i].reset()
+            self._clean[i] = True
             return took
 
     def reset(self, standby_ready: bool = False) -> float:
-        """Make the standby instance live, restoring it first unless ``standby_ready`` (it was
+        """Make the next instance live, restoring it first unless ``standby_ready`` (it was
         restored by :meth:`prepare_standby` and only the page opened ahead has used it since);
-        returns seconds taken. The instance that was live becomes the standby, to be restored
-        by the next :meth:`prepare_standby`."""
+        returns seconds taken. The instance that was live goes to the end of the ring, to be
+        restored by a later :meth:`prepare_standby`."""
         t0 = time.perf_counter()
         with self._lock:
-            if not (standby_ready and self.standby_clean):
-                self.instances[1 - self.live_index].reset()
-            self.live_index = 1 - self.live_index
-            self.standby_clean = False
+            nxt = self.index(1)
+            if not (standby_ready and self._clean[nxt]):
+                self.instances[nxt].reset()
+            self.live_index = nxt
+            self._clean[nxt] = False
         return time.perf_counter() - t0
 
-    def upstreams(self, standby: bool = False) -> dict[tuple[str, int], tuple[str, int]]:
-        """(host, port) of each relay -> (host, port) of the live instance's server (or the standby
-        one's): where an episode's browser context connects, so that it keeps its instance
-        whatever the relays point to later."""
-        inst = self._instance_urls[1 - self.live_index if standby else self.live_index]
+    def upstreams(self, ahead: int = 0) -> dict[tuple[str, int], tuple[str, int]]:
+        """(host, port) of each relay -> (host, port) of the server of the instance that serves
+        the ``ahead``-th next episode (0: the live one): where an episode's browser context
+        connects, so that it keeps its instance whatever the relays point to later."""
+        inst = self._instance_urls[self.index(ahead)]
         return {_hostport(self._urls[k]): _hostport(inst[k]) for k in self._urls}
 
     def close(self) -> None:
