@@ -74,3 +74,13 @@ def test_a_reset_given_a_task_or_seed_forgets_the_draws_ahead():
     assert _episodes(reseeded, 4, 0) == _episodes(fresh, 4, 0)  # as if nothing had been drawn ahead
     with pytest.raises(ValueError, match="from 1"):
         env.presample_task(0)
+
+
+def test_the_env_says_whether_the_last_reset_drew_its_task_itself():
+    env = ManyTasksEnv()
+    env.reset(seed=1)
+    assert not env.last_reset_drew_task  # a seed: its draw is not the one made ahead
+    env.reset()
+    assert env.last_reset_drew_task
+    env.reset(options={"task": "t3"})
+    assert not env.last_reset_drew_task

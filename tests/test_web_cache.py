@@ -8,11 +8,10 @@ measures time.
 from __future__ import annotations
 
 import asyncio
-import http.server
-import threading
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
+from web_helpers import LoopbackSite, Page
 
 from guigym.envs.web.controller import WebController, WebControllerConfig
 from guigym.envs.web.policy_proxy import PolicyProxy, is_navigation
@@ -22,43 +21,16 @@ CSS = "body { background: rgb(1, 2, 3); }"
 PAGE = '<!doctype html><link rel="stylesheet" href="/static/site.css"><p>{}</p>'
 
 
-class _Site:
-    """A loopback site: two pages sharing one stylesheet that may be cached for an hour."""
-
-    def __init__(self) -> None:
-        hits: list[str] = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                hits.append(self.path)
-                if self.path == "/static/site.css":
-                    body, ctype, cache = CSS, "text/css", "max-age=3600"
-                else:
-                    body, ctype, cache = PAGE.format(self.path), "text/html", "no-store"
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Cache-Control", cache)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.hits = hits
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _pages(path: str) -> Page:
+    """Two pages (any path) sharing one stylesheet that may be cached for an hour."""
+    if path == "/static/site.css":
+        return 200, {"Content-Type": "text/css", "Cache-Control": "max-age=3600"}, CSS
+    return 200, {"Cache-Control": "no-store"}, PAGE.format(path)
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[_Site]:
-    s = _Site()
+def site() -> Iterator[LoopbackSite]:
+    s = LoopbackSite(_pages)
     yield s
     s.close()
 
@@ -70,7 +42,7 @@ def ctl() -> Iterator[WebController]:
     c.close()
 
 
-def _css_requests(site: _Site) -> int:
+def _css_requests(site: LoopbackSite) -> int:
     return site.hits.count("/static/site.css")
 
 
@@ -113,7 +85,7 @@ def test_the_prewarmed_context_serves_the_start_page_its_static_files_from_the_c
 
 
 def test_the_warm_up_fetches_only_what_the_next_policy_allows(site, ctl):
-    other = _Site()
+    other = LoopbackSite(_pages)
     try:
         policy = UrlPolicy.for_start_url(site.origin + "/one")  # the other site is not allowed
         ctl.runtime.ensure_started()

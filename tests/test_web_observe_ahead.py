@@ -10,13 +10,12 @@ scripts) after that page was observed, so nothing depends on how fast the machin
 from __future__ import annotations
 
 import asyncio
-import http.server
-import threading
 import time
 from typing import Any, Iterator
 
 import numpy as np
 import pytest
+from web_helpers import LoopbackSite
 
 from guigym.envs.web.controller import WebController, WebControllerConfig
 from guigym.envs.web.policy_proxy import PolicyProxy
@@ -29,33 +28,10 @@ PAGES = {
 }
 
 
-class _Site:
-    def __init__(self) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                data = PAGES.get(self.path.split("?")[0], "<!doctype html><p>missing</p>").encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Cache-Control", "no-store")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
-def site() -> Iterator[_Site]:
-    s = _Site()
+def site() -> Iterator[LoopbackSite]:
+    s = LoopbackSite(lambda path: (200, {"Cache-Control": "no-store"},
+                                   PAGES.get(path.split("?")[0], "<!doctype html><p>missing</p>")))
     yield s
     s.close()
 

@@ -188,9 +188,9 @@ def test_a_reset_to_another_task_drops_the_pages_opened_ahead_and_restores_their
     try:
         site = env.embedded_sites[0]
         ctl = env.controller
-        env.reset(options={"task": "webarena.1001"})
+        env.reset()  # drew its task: the next two are drawn ahead and their pages opened
         queued = [fut.result(timeout=60) for _, fut in ctl._queue]
-        assert len(queued) == 2
+        assert len(queued) == 2 and all(q.task_page.url.startswith(site.url) for q in queued)
         nxt = env.presample_next_task().id
         other = "webarena.1003" if nxt == "webarena.1001" else "webarena.1001"
         # something reaches the prepared instances after their restore (what the pages opened ahead may do)
@@ -202,10 +202,15 @@ def test_a_reset_to_another_task_drops_the_pages_opened_ahead_and_restores_their
         assert ctl.episode.proxy.upstreams == site.upstreams()
         obs, _, _, _, _ = env.step(f"goto [{site.url}{REPORT}]")
         assert "Slow search on large repositories" in obs["a11y"] and "Written on the next instance" not in obs["a11y"]
-        # the episode after it runs on the other written instance, restored before its page was opened
-        env.reset()
+        # a caller naming its tasks gets no page opened for a task drawn ahead, only a blank context
+        from guigym.envs.web.controller import _BLANK
+        assert ctl.pending == 1 and ctl._queue[0][0] == _BLANK
+        # the episode after it runs on the other written instance, restored by its reset
+        env.reset(options={"task": other})
         obs, _, _, _, _ = env.step(f"goto [{site.url}{REPORT}]")
         assert "Slow search on large repositories" in obs["a11y"] and "Written on the one after" not in obs["a11y"]
+        env.reset()  # and a reset that draws its task again gets the pages ahead again
+        assert ctl.pending == 2 and all(key != _BLANK for key, _ in ctl._queue)
     finally:
         env.close()
 

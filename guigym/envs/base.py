@@ -66,6 +66,9 @@ class GUIEnv(gym.Env):
         #: tasks drawn ahead of time for the next unseeded, task-less resets, in order (lets a
         #: platform prepare those tasks' devices or pages in the background; presample_task)
         self._presampled: list[tuple[Task, int]] = []  # (task, episode seed) per reset, in order
+        #: whether the last reset drew its task itself (no seed, task or spec given): only then
+        #: are the draws ahead (presample_task) likely to be the next resets' tasks
+        self.last_reset_drew_task = False
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
@@ -171,7 +174,8 @@ class GUIEnv(gym.Env):
         t0 = time.perf_counter()
         self.timings = {}
         drawn_seed: Optional[int] = None
-        if options.get("task") is None and seed is None and self._presampled and options.get("task_spec") is None:
+        self.last_reset_drew_task = options.get("task") is None and seed is None and options.get("task_spec") is None
+        if self.last_reset_drew_task and self._presampled:
             task, drawn_seed = self._presampled.pop(0)
         else:
             self._presampled = []  # the draws ahead were for resets without seed or task

@@ -5,15 +5,14 @@ episode stays the agent's own outcome: scored, never turned into ``EnvInfraError
 """
 from __future__ import annotations
 
-import http.server
 import secrets
-import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import gymnasium as gym
 import pytest
 from lxml import etree
+from web_helpers import LoopbackSite
 
 import guigym  # noqa: F401 - registers the envs
 from guigym.core import actions as A
@@ -133,37 +132,11 @@ def test_step_budget_running_out_away_from_the_task_is_scored():
 # -- navigations the agent causes indirectly: a page built for the test, since MiniWoB's pages
 # -- link nowhere. Two loopback sites: the task's and another one (another port = another origin).
 
-class _Site:
-    def __init__(self, pages: dict[str, tuple[int, dict[str, str], str]]) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                status, headers, body = pages.get(self.path, (404, {}, "not found"))
-                data = body.encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "text/html", **headers}.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                self.server.hits.append(self.path)  # type: ignore[attr-defined]
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.hits = []  # type: ignore[attr-defined]
-        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @pytest.fixture(scope="module")
-def sites() -> Iterator[tuple[_Site, _Site, str]]:
+def sites() -> Iterator[tuple[LoopbackSite, LoopbackSite, str]]:
     secret = "SECRET-" + secrets.token_hex(8)
-    other = _Site({
+    other = LoopbackSite({
         "/secret": (200, {}, f"<p>{secret}</p>"),
         # a script another site lets browsers cache for an hour
         "/lib.js": (200, {"Content-Type": "application/javascript", "Cache-Control": "max-age=3600"},
@@ -177,7 +150,7 @@ def sites() -> Iterator[tuple[_Site, _Site, str]]:
       <a href="/to-file">redirect to file</a>
       <a href="{other.origin}/secret" target="_blank">popup</a>
     </body></html>"""
-    task = _Site({
+    task = LoopbackSite({
         "/task": (200, {}, task_page),
         "/to-other": (302, {"Location": f"{other.origin}/secret"}, ""),
         "/to-file": (302, {"Location": "file:///etc/passwd"}, ""),
@@ -232,7 +205,7 @@ def _element(a11y: str, role: str, name: str) -> str:
 def test_clicks_that_lead_off_the_task_site_are_blocked(sites, ctl, role, name, request_may_leave):
     task, other, secret = sites
     start = ctl.observe()
-    hits = len(other.httpd.hits)
+    hits = len(other.hits)
     _act(ctl, A.Click(element=_element(start.a11y, role, name)))
     _act(ctl, A.Wait(seconds=0.5))  # let any navigation the click started finish
     obs = ctl.observe()
@@ -240,17 +213,17 @@ def test_clicks_that_lead_off_the_task_site_are_blocked(sites, ctl, role, name, 
     # the task site, an empty tab, or Chromium's own error page for a refused redirect
     assert obs.url.startswith(task.origin) or obs.url in ("about:blank", "chrome-error://chromewebdata/"), obs.url
     if not request_may_leave:
-        assert len(other.httpd.hits) == hits, "no request reached the other site"
+        assert len(other.hits) == hits, "no request reached the other site"
 
 
 def test_a_sites_own_off_site_subresource_is_refused_without_blaming_the_agent(sites, ctl):
     """The request is blocked as any other, but it is the page's, not the agent's action: going to
     the page succeeds (no action_error, which would tell the agent its goto failed)."""
     task, other, _ = sites
-    hits = len(other.httpd.hits)
+    hits = len(other.hits)
     assert _act(ctl, A.Goto(url=task.origin + "/cdn")) is None
     assert "page shown" in ctl.observe().a11y
-    assert len(other.httpd.hits) == hits, "the off-site script was requested"
+    assert len(other.hits) == hits, "the off-site script was requested"
 
 
 def test_goto_an_allowed_url_that_redirects_off_site_is_refused(sites, ctl):
@@ -312,18 +285,18 @@ def test_a_cache_warmed_for_another_task_serves_nothing_this_policy_refuses(site
         wide = UrlPolicy.for_start_url(task.origin + "/uses-lib", [other.origin])
         c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
         c._queue[0][1].result(timeout=60)
-        hits = other.httpd.hits.count("/lib.js")
+        hits = other.hits.count("/lib.js")
         assert hits >= 1, "the warm-up did not fetch the script: this test would prove nothing"
         c.open(task.origin + "/uses-lib")  # default policy: the task site only
         assert "uses lib" in c.observe().a11y
         assert c.evaluate("window.leaked === undefined"), "the refused script ran (served from the cache)"
-        assert other.httpd.hits.count("/lib.js") == hits
+        assert other.hits.count("/lib.js") == hits
         # control: an episode whose policy allows the other site does get it from the warmed cache
         c.prewarm_blank((wide, task.origin + "/uses-lib", [task.origin + "/site.css", other.origin + "/lib.js"]))
         c._queue[0][1].result(timeout=60)
-        hits = other.httpd.hits.count("/lib.js")
+        hits = other.hits.count("/lib.js")
         c.open(task.origin + "/uses-lib", wide)
-        assert c.evaluate("window.leaked") == secret and other.httpd.hits.count("/lib.js") == hits
+        assert c.evaluate("window.leaked") == secret and other.hits.count("/lib.js") == hits
     finally:
         c.close()
 
@@ -332,14 +305,14 @@ def test_a_cached_redirect_to_another_site_is_refused_every_time(sites, ctl):
     """The 301 is cached by the first visit; the second visit takes it from the cache without
     asking the task site, and its hop to the other site must still be refused."""
     task, other, secret = sites
-    hits = len(other.httpd.hits)
+    hits = len(other.hits)
     for _ in range(2):
         err = _act(ctl, A.Goto(url=task.origin + "/cached-hop"))
         assert err is not None and "blocked" in err, err
         obs = ctl.observe()
         assert secret not in obs.a11y and not obs.url.startswith(other.origin), obs.url
-    assert task.httpd.hits.count("/cached-hop") == 1, "the redirect was not cached: this test would prove nothing"
-    assert len(other.httpd.hits) == hits, "a request reached the other site"
+    assert task.hits.count("/cached-hop") == 1, "the redirect was not cached: this test would prove nothing"
+    assert len(other.hits) == hits, "a request reached the other site"
 
 
 def test_a_service_worker_of_the_task_site_cannot_reach_another_site(sites, ctl):
@@ -348,5 +321,5 @@ def test_a_service_worker_of_the_task_site_cannot_reach_another_site(sites, ctl)
     state = ctl.runtime.run(ctl.page.evaluate(
         "navigator.serviceWorker.ready.then(r => r.active ? r.active.state : 'none')"), 20, "waiting for the worker")
     assert state in ("activating", "activated")
-    assert "/sw.js" in task.httpd.hits
-    assert "/from-sw" not in other.httpd.hits, "the service worker's request reached the other site"
+    assert "/sw.js" in task.hits
+    assert "/from-sw" not in other.hits, "the service worker's request reached the other site"

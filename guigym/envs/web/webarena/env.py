@@ -248,7 +248,9 @@ class WebArenaEnv(GUIEnv):
             not changed since, envs/web/still_watch.py).
         pages_ahead: how many coming episodes get their start page opened ahead that way (each
             in a context of its own): a page that takes longer to open than one agent turn (the
-            shop's catalogue, ~0.7 s on 2 cores) has that many turns to do it.
+            shop's catalogue, ~0.7 s on 2 cores) has that many turns to do it. Only after a reset
+            that drew its task itself (``reset()`` without task or seed), or with one task: a
+            caller that names each reset's task gets the blank context only.
         standby_sites: the embedded sites the env starts (``embedded=``) that hold state (Fossil,
             the forum, the shop) run as ``pages_ahead + 1`` instances behind one URL each
             (sites/standby.py :class:`StandbySite`): one serves the episode while the others are
@@ -427,6 +429,10 @@ class WebArenaEnv(GUIEnv):
             return
         standby = [s for s in self.embedded_sites if isinstance(s, StandbySite)]
         depth = min([self.pages_ahead, *(s.depth for s in standby)])
+        if len(self.tasks) > 1 and not self.last_reset_drew_task:
+            # resets given their task (guigym eval, the trainer's scheduler) rarely ask for the
+            # one drawn ahead: pages opened for it would be dropped, after delaying that reset
+            depth = 0
         # the start pages of the next `depth` episodes, those queued at earlier resets first
         for n in range(self.controller.pending + 1, depth + 1):
             nxt = self.task if len(self.tasks) == 1 else self.presample_task(n)
