@@ -72,16 +72,16 @@ def test_a_reset_swaps_to_a_restored_instance_and_leaves_the_old_one_for_prepare
 
 def test_only_a_prepared_standby_is_swapped_in_without_a_restore(fossil):
     fossil.prepare_standby()
-    standby = fossil.standby_instance
+    standby = fossil.instance(1)
     _add_ticket(standby, "Written after prepare_standby")
     fossil.reset(standby_ready=False)  # not told the standby is ready: restored first
     assert "Written after prepare_standby" not in _report(fossil.url)
     fossil.prepare_standby()
-    _add_ticket(fossil.standby_instance, "Written by the page opened ahead")
+    _add_ticket(fossil.instance(1), "Written by the page opened ahead")
     fossil.reset(standby_ready=True)  # the env says so only for the page it opened there
     assert "Written by the page opened ahead" in _report(fossil.url)
     # without a prepare_standby since the last swap, the standby is restored whatever is said
-    _add_ticket(fossil.standby_instance, "Written on an unprepared standby")
+    _add_ticket(fossil.instance(1), "Written on an unprepared standby")
     fossil.reset(standby_ready=True)
     assert "Written on an unprepared standby" not in _report(fossil.url)
 

@@ -506,9 +506,8 @@ class WebController:
                           before: Optional[Callable[[], Any]]) -> _Episode:
         if before is None:
             await asyncio.gather(*(self._discard(ctx) for ctx in retired))
-            ctx, page = await self._make_blank()
-        else:
-            ctx, page = await self._open_after(retired, before)
+            return await self._make_page(url, policy, upstreams=upstreams)
+        ctx, page = await self._open_after(retired, before)
         try:
             return await self._open_in(ctx, page, url, policy, upstreams)
         except BaseException:

@@ -192,16 +192,6 @@ class StandbySite:
         """The instance that serves the ``ahead``-th next episode (0: the live one)."""
         return self.instances[self.index(ahead)]
 
-    @property
-    def standby_instance(self) -> Any:
-        """The next instance: live after the next reset."""
-        return self.instance(1)
-
-    @property
-    def standby_clean(self) -> bool:
-        """True when the next instance was restored by :meth:`prepare_standby` since it was last live."""
-        return self._clean[self.index(1)]
-
     def prepare_standby(self, ahead: int = 1) -> float:
         """Restore the ``ahead``-th next instance to the seed (nothing may be using it); returns seconds."""
         if ahead == 0:
