@@ -203,6 +203,11 @@ Upstreams = dict[tuple[str, int], tuple[str, int]]
 WarmPlan = Union[tuple[UrlPolicy, str, Sequence[str]], Callable[[list[str]], Optional[tuple[UrlPolicy, str, Sequence[str]]]]]
 
 
+def _context_of(made: Any) -> Any:
+    """The browser context of a queued prewarm's result: an _Episode, or (context, tab) when blank."""
+    return made[0] if isinstance(made, tuple) else made.context
+
+
 class _Retry(Exception):
     """Observe again: what was looked at changed under the observation."""
 
@@ -569,8 +574,7 @@ class WebController:
                 made = fut.result(timeout=self.config.load_timeout_s)
             except Exception:  # noqa: BLE001 - nothing was built
                 continue
-            ctx = made[0] if isinstance(made, tuple) else made.context
-            self.runtime.run(self._discard(ctx), self.config.call_timeout_s, "closing a prewarmed context")
+            self.runtime.run(self._discard(_context_of(made)), self.config.call_timeout_s, "closing a prewarmed context")
 
     def _retire_queue(self) -> None:
         """Close every queued context once it is built, without waiting for it here (only pages
@@ -584,8 +588,7 @@ class WebController:
         """Close a prewarmed context once built (a future's callback, on the loop thread)."""
         if fut.cancelled() or fut.exception() is not None:
             return
-        made = fut.result()
-        self.runtime.submit(self._discard(made[0] if isinstance(made, tuple) else made.context))
+        self.runtime.submit(self._discard(_context_of(fut.result())))
 
     def discard_retired(self) -> None:
         """Close the contexts of earlier episodes in the background (for envs that do not prewarm)."""
