@@ -34,6 +34,12 @@ class TinyModelConfig(_Section):
     seed: int = Field(0, description="torch seed of the random init (guigym.train.policy.tiny.build; default 0)")
     hidden: int = Field(64, gt=0, description="decoder width (tiny.build `hidden`; default 64)")
     layers: int = Field(2, gt=0, description="decoder depth (tiny.build `layers`; default 2)")
+    vocab_size: int = Field(800, ge=300, description="BPE vocabulary size before the special tokens "
+                                                     "(tiny.build_tokenizer; default 800)")
+    tokenizer_from_demos: bool = Field(
+        False, description="stage sft only: also train the tokenizer on the demonstrations' prompt text and actions "
+                           "(guigym.train.demos.tokenizer_texts), so the task's words and element ids are single "
+                           "tokens (default false: the built-in corpus only)")
 
     @field_validator("hidden")
     @classmethod
@@ -322,6 +328,38 @@ class EvalConfig(_Section):
                                                       "policy's own success rate; 0 = greedy)")
 
 
+# ---- sft --------------------------------------------------------------------------------------
+class DemoConfig(_Section):
+    """Where the demonstrations of ``stage: sft`` come from (guigym.train.demos)."""
+
+    source: Literal["agent", "eval_dir"] = Field(
+        "agent", description="'agent' = play `agent` in the recipe's env on `seeds`; 'eval_dir' = replay the episodes a "
+                             "`guigym eval` output directory (`path`) solved, with replay:<path> (default agent)")
+    agent: str = Field("oracle", description="agent spec that demonstrates (as `guigym eval --agent`: oracle, "
+                                             "replay:DIR, hf:PATH, openai:URL; default oracle)")
+    path: Optional[str] = Field(None, description="source eval_dir: the `guigym eval --out` directory")
+    tasks: Optional[list[str]] = Field(None, description="tasks to demonstrate (default env.tasks)")
+    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=2_000_000, count=200),
+                             description="episode seeds per task (source agent; default 2000000..+200); must not "
+                                         "overlap eval.seeds")
+    num_envs: Optional[int] = Field(None, gt=0, description="envs that play demonstrations in parallel "
+                                                            "(default env.num_envs)")
+    instruction_variants: bool = Field(
+        False, description="also train every other instruction a one-step demonstration page could have been asked, "
+                           "with its solving action (guigym.agents.oracle.miniwob.instruction_variants; MiniWoB "
+                           "click-button, unicode-test, click-widget; default false)")
+
+
+class SFTConfig(_Section):
+    """Supervised fine-tuning on demonstrations (``stage: sft``): NLL of the demonstrated reply tokens
+    (Ouyang et al. 2022 'Training language models to follow instructions', SFT step), prompts rendered by
+    the same PromptBuilder/constraint path as GRPO. One `run.iterations` step = one epoch."""
+
+    demos: DemoConfig = Field(default_factory=DemoConfig, description="where the demonstrations come from")
+    output_dir: Optional[str] = Field(None, description="from_pretrained directory the trained policy is written to "
+                                                        "(default <run.dir>/model): a GRPO recipe's model.path")
+
+
 # ---- run --------------------------------------------------------------------------------------
 class RunConfig(_Section):
     name: str = Field(..., min_length=1, description="run name; the DataStore resumes a run with the same name")
@@ -457,6 +495,11 @@ class TrainConfig(_Section):
     decoupled."""
 
     run: RunConfig
+    stage: Literal["rl", "sft"] = Field(
+        "rl", description="what the run trains: 'rl' = the GRPO-family loop (rollouts -> advantages -> policy loss); "
+                          "'sft' = supervised fine-tuning on demonstrations (the `sft` section; one iteration = one "
+                          "epoch). MobileRL and WebRL start RL from an SFT model (default rl)")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="demonstrations and output of stage: sft")
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -486,6 +529,19 @@ class TrainConfig(_Section):
             self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
+        if self.stage != "sft" and self.sft != SFTConfig():
+            raise ValueError("sft: set but stage is 'rl'; set stage: sft or drop the sft section")
+        if self.model.tiny.tokenizer_from_demos and self.stage != "sft":
+            raise ValueError("model.tiny.tokenizer_from_demos: only a stage: sft run has demonstrations to train it on")
+        if self.stage == "sft":
+            d, ev = self.sft.demos, self.eval.seeds
+            if d.source == "eval_dir" and not d.path:
+                raise ValueError("sft.demos.path: source 'eval_dir' needs the guigym eval output directory")
+            if d.source == "agent" and d.seeds.start < ev.start + ev.count and ev.start < d.seeds.start + d.seeds.count:
+                raise ValueError(f"sft.demos.seeds [{d.seeds.start}, {d.seeds.start + d.seeds.count}) overlap eval.seeds "
+                                 f"[{ev.start}, {ev.start + ev.count}); demonstrations must not see held-out seeds")
+            if self.run.topology != "coupled":
+                raise ValueError("run.topology: stage sft runs in the coupled loop")
         if self.eval.enabled:
             tr, ev = self.env.train_seeds, self.eval.seeds
             if tr.start < ev.start + ev.count and ev.start < tr.start + tr.count:

@@ -423,6 +423,73 @@ class Learner:
             self.policy_loss_fn = PPOClipLoss(self.algo)
         return self.policy_loss_fn
 
+    def nll_update(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """One supervised pass over ``samples`` (an SFT epoch, in the given order): for each optimizer
+        step (the slices of :meth:`_steps`), the token-mean negative log-likelihood of the masked-in
+        reply tokens,
+
+            L = - sum_{b,t} mask[b,t] * log pi(x[b,t+1] | x[b,<=t]) / sum_{b,t} mask[b,t],
+
+        under the same distribution the rollouts sample from (:meth:`logprobs`: logits / T, banned
+        ids and the candidate trie masked), so SFT teaches exactly the choice RL later samples.
+        Prompt tokens never enter the loss (``loss_mask`` 0). The LR scheduler steps once per call.
+        Metrics: ``loss`` (mean over steps of the step's NLL), ``nll_tokens``, ``confident_tokens``
+        (share of reply tokens the policy gives probability > 0.5, so it would most likely choose
+        them), ``grad_norm``, ``lr``, ``optimizer_steps``, ``samples``."""
+        samples = [s for s in samples if s.num_loss_tokens > 0]
+        if not samples:
+            return {"samples": 0.0}
+        if self.strategy == "fsdp":
+            raise ConfigError("distributed.strategy: stage sft runs single-process or under DDP")
+        mb = self.algo.per_device_train_batch_size
+        net = self.ddp or self.model
+        steps_before = self.optimizer_steps
+        plan = self._steps(samples)
+        losses, norms, hits, tokens = [], [], 0.0, 0.0
+        for step in plan:
+            step_tokens = float(sum(s.num_loss_tokens for s in step))
+            mine = step[self.rank::self.world]
+            dummy = not mine
+            micro = [mine[i:i + mb] for i in range(0, len(mine), mb)] if mine else [step[:1]]
+            self.optimizer.zero_grad(set_to_none=True)
+            step_loss = 0.0
+            for k, chunk in enumerate(micro):
+                batch = self.collate(chunk)
+                ctx = net.no_sync() if (self.ddp is not None and k < len(micro) - 1) else nullcontext()
+                with ctx:
+                    logp = self.logprobs(batch)
+                    mask = batch.mask.to(logp.device)
+                    loss = -(logp * mask).sum() / step_tokens
+                    if dummy:
+                        loss = loss * 0.0
+                    (loss * self.world).backward()
+                if not dummy:
+                    step_loss += float(loss.detach())
+                    hits += float(((logp.detach() > math.log(0.5)) * mask).sum())
+                    tokens += float(mask.sum())
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            if self.optim_cfg.max_grad_norm is not None:
+                gn = torch.nn.utils.clip_grad_norm_(params, self.optim_cfg.max_grad_norm)
+            else:
+                gn = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None))
+            norms.append(float(gn))
+            self.optimizer.step()
+            self.optimizer_steps += 1
+            losses.append(step_loss)
+            if self.on_optimizer_step is not None:
+                self.on_optimizer_step(self.optimizer_steps - steps_before, len(plan))
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        stats = torch.tensor([sum(losses), hits, tokens], dtype=torch.float64)
+        if self.world > 1:
+            stats = stats.to(self.device)
+            torch.distributed.all_reduce(stats)
+            stats = stats.cpu()
+        return {"loss": float(stats[0]) / len(plan), "confident_tokens": float(stats[1]) / max(float(stats[2]), 1.0),
+                "nll_tokens": float(stats[2]), "grad_norm": sum(norms) / len(norms), "lr": lr,
+                "optimizer_steps": float(len(plan)), "samples": float(len(samples))}
+
     def update(self, samples: Sequence[Sample]) -> dict[str, float]:
         """One training iteration on ``samples`` (the same list on every rank).
 

@@ -197,10 +197,16 @@ class Trainer:
 
             tmp = self.dir / f"init_model.tmp-{os.getpid()}"
             t = self.cfg.model.tiny
-            tiny.build(tmp, seed=t.seed, hidden=t.hidden, layers=t.layers)
+            tiny.build(tmp, seed=t.seed, hidden=t.hidden, layers=t.layers, vocab_size=t.vocab_size,
+                       tokenizer_texts=self.tokenizer_texts())
             os.replace(tmp, path)
         _broadcast(None, self.rank, self.world)  # barrier: rank 0 built it
         return str(path)
+
+    def tokenizer_texts(self) -> Optional[list[str]]:
+        """Extra text for a fresh tiny model's tokenizer (None: the built-in corpus only; the SFT
+        stage returns its demonstrations' text when ``model.tiny.tokenizer_from_demos``)."""
+        return None
 
     def open_store(self) -> Any:
         from guigym.train.data.store import DataStore
@@ -360,7 +366,6 @@ class Trainer:
         through the same interface and reruns a rollout lost to a dead worker or actor."""
         from guigym.envs.pool import EnvPool
         from guigym.train.rollout.policy_service import HFEngine, HTTPEngine
-        from guigym.train.rollout.prompts import PromptBuilder
 
         cfg = self.cfg
         kwargs = dict(cfg.env.kwargs)
@@ -405,9 +410,17 @@ class Trainer:
             self.service = HTTPEngine(r.urls, token=token, api=r.http_api, model=r.served_model,
                                       weight_sync=r.weight_sync, restart=restart, version=version,
                                       stop_token_ids=self.learner.policy.eos_ids if r.http_api == "vllm" else None)
+        self.prompt_builder = self.make_prompt_builder()
+
+    def make_prompt_builder(self) -> Any:
+        """The run's :class:`PromptBuilder` (rollout section): rollouts, evaluation and SFT
+        demonstrations all render prompts through it."""
+        from guigym.train.rollout.prompts import PromptBuilder
+
+        cfg = self.cfg
         r = cfg.rollout
         extra = {"template": r.template} if r.template else {}
-        self.prompt_builder = PromptBuilder(
+        return PromptBuilder(
             self.learner.policy, history_images=r.history_images, constrained=r.constrained, **extra,
             mode="multiturn" if cfg.algorithm.sample_builder == "multiturn" else "stepwise",
             actions=tuple(r.candidate_actions), roles=r.candidate_roles, grid=r.grid_candidates)
@@ -750,6 +763,10 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
     summary (start iteration, last metrics, and before/after evaluation with the z-test when
     ``eval.enabled``)."""
     cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
+    if cfg.stage == "sft":  # supervised fine-tuning on demonstrations (guigym.train.sft)
+        from guigym.train.sft import SFTTrainer
+
+        return SFTTrainer(cfg, resume=resume, log=log).run()
     if cfg.run.topology == "decoupled":  # DART's four services on Ray (guigym.train.decoupled)
         from guigym.train.decoupled import run_decoupled
 

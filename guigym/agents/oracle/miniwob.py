@@ -448,6 +448,39 @@ def solve_navigate_tree(page: Page, mem: Memory) -> str:
     return click(folder)
 
 
+# ---- what else the page could have asked ---------------------------------------------------------
+def instruction_variants(task_id: str, obs: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Every instruction the task's generator could have drawn for this page, one entry per
+    target element (so the list's uniform distribution is the generator's), each with the actions
+    that solve it (any element with the asked label/kind wins; the first is the oracle's own).
+
+    Read off MiniWoB's generators: click-button and unicode-test pick the target uniformly among
+    the page's buttons and accept any button with the same text; click-widget picks uniformly
+    among the widgets and accepts any widget of the asked kind. Other tasks: [] (unknown).
+
+    Used to turn one demonstration page into several supervised queries (SFT on every question
+    the page answers) and to compute a task's *label-blind ceiling*: the best success of a policy
+    that sees the page but not the instruction (:func:`label_blind_best`).
+    """
+    page = Page(obs)
+    if task_id in ("click-button", "unicode-test"):
+        buttons = page.find("button")
+        return [(f'Click on the "{b.name}" button.', [click(o) for o in buttons if o.name == b.name]) for b in buttons]
+    if task_id == "click-widget":
+        widgets = [(n, widget_kind(n)) for n in page.nodes if widget_kind(n) is not None]
+        return [(f'Click on a "{kind}" widget.', [click(o) for o, k in widgets if k == kind]) for _, kind in widgets]
+    return []
+
+
+def label_blind_best(variants: list[tuple[str, list[str]]]) -> float:
+    """The success of the best instruction-blind choice on one page: max over actions of the share
+    of the page's possible instructions that action solves (0.0 when ``variants`` is empty)."""
+    if not variants:
+        return 0.0
+    actions = {a for _, ok in variants for a in ok}
+    return max(sum(a in ok for _, ok in variants) for a in actions) / len(variants)
+
+
 SOLVED_TASKS: tuple[str, ...] = tuple(sorted(SOLVERS))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 #: Qwen2.5-VL's special tokens, in Qwen's id order (ids here start right after the BPE vocab)
 SPECIAL_TOKENS = [
@@ -80,8 +80,13 @@ def corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int = 800):
-    """Byte-level BPE trained on :func:`corpus`, with the Qwen special tokens appended.
+def build_tokenizer(vocab_size: int = 800, texts: Optional[Sequence[str]] = None):
+    """Byte-level BPE trained on :func:`corpus` (plus ``texts``), with the Qwen special tokens appended.
+
+    ``texts``: extra training text, e.g. the rendered prompts and replies of demonstrations
+    (:mod:`guigym.train.demos`), so that the words of the task's pages (labels, roles, ids) become
+    single tokens: a model then matches a quoted label against a line of the page as one token
+    against one token. The byte alphabet is always included, so any text still encodes.
 
     Returns a ``PreTrainedTokenizerFast`` with eos ``<|im_end|>``, pad ``<|endoftext|>`` and the
     chat template set.
@@ -94,7 +99,7 @@ def build_tokenizer(vocab_size: int = 800):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok.train_from_iterator(list(corpus()) + list(texts or ()), trainer=trainer)
     tok.add_special_tokens(SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -141,7 +146,8 @@ def tiny_config(hidden: int = 64, layers: int = 2, tokenizer=None, **_ignored):
 
 
 def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int = 2,
-          max_pixels: int = 28 * 28 * 16, generation_defaults: Optional[dict] = None) -> Path:
+          max_pixels: int = 28 * 28 * 16, generation_defaults: Optional[dict] = None,
+          vocab_size: int = 800, tokenizer_texts: Optional[Sequence[str]] = None) -> Path:
     """Write a tiny random-weight Qwen2.5-VL (model + tokenizer + processor) to ``path``.
 
     Sizes: text decoder ``hidden`` wide, ``layers`` deep, 4 query / 2 key-value heads; vision tower
@@ -149,7 +155,8 @@ def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int =
     processor's ``max_pixels`` (default 16 merged tokens' worth) keeps a 160x210 screenshot to at
     most 16 vision tokens. ``generation_defaults``: extra ``generation_config.json`` fields (e.g.
     ``{"repetition_penalty": 1.5, "top_k": 3}``, as real checkpoints ship sampling defaults; tests
-    use it to check they never reach sampling). Returns ``path``.
+    use it to check they never reach sampling). ``vocab_size`` / ``tokenizer_texts``: see
+    :func:`build_tokenizer` (defaults: the built-in corpus, 800 tokens). Returns ``path``.
     """
     import torch
     from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
@@ -157,7 +164,7 @@ def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int =
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(vocab_size, tokenizer_texts)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     config = tiny_config(hidden=hidden, layers=layers, tokenizer=tokenizer)
     torch.manual_seed(seed)

@@ -1,0 +1,141 @@
+"""The SFT stage of ``guigym train`` (``stage: sft``): supervised fine-tuning on demonstrations.
+
+Real GUI RL starts from a model that already reads its prompt: MobileRL (Xu et al. 2025, sec. 3.1)
+trains reasoning-free SFT, then reasoning SFT, before AdaGRPO; WebRL (Qi et al. 2024, sec. 4) starts
+from an SFT actor; DART starts from UI-TARS. This stage produces such a starting point inside guigym:
+
+    demonstrations (guigym.train.demos: an agent played on seeds disjoint from evaluation, or a
+    guigym eval run replayed) -> demos.jsonl
+        -> rendered by the run's PromptBuilder (the GRPO prompt path) -> Trajectory(source="expert")
+           stored in the run's DataStore (DART's expert pool / BEPA's expert cache can read them)
+        -> samples (the recipe's sample builder: response tokens masked in, prompt tokens out)
+        -> one epoch per iteration of Learner.nll_update (token-mean NLL under the constraint)
+        -> <run.dir>/model (or sft.output_dir): a from_pretrained directory a GRPO recipe names as
+           model.path
+
+What it shares with the RL loop (:class:`~guigym.train.loop.Trainer`, which it extends): model
+building and loading, the learner and its optimizer, checkpoints and exact resume (the demo file is
+append-only, the rendering deterministic, each epoch's order drawn from ``run.seed``), the metrics
+sinks and progress bars, the held-out evaluation before/after with its z-test, ``--check``.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from guigym.train.loop import Trainer, _broadcast, _fault
+
+
+class SFTTrainer(Trainer):
+    """A :class:`Trainer` whose iterations are SFT epochs over rendered demonstrations."""
+
+    _demos: Optional[list[Any]] = None
+    samples: list[Any] = []
+
+    # ---- demonstrations ------------------------------------------------------------------------
+    @property
+    def demo_file(self) -> Any:
+        from guigym.train.demos import DemoFile
+
+        return DemoFile(self.dir / "demos.jsonl")
+
+    def demo_jobs(self) -> tuple[str, list[tuple[str, int]]]:
+        """(agent spec, the (task, seed) pairs it plays) for ``sft.demos``."""
+        from guigym.train.demos import eval_dir_jobs, split_jobs
+
+        d = self.cfg.sft.demos
+        tasks = d.tasks or list(self.cfg.env.tasks)
+        if d.source == "eval_dir":
+            return f"replay:{d.path}", eval_dir_jobs(d.path, tasks)
+        return d.agent, split_jobs(tasks, d.seeds.start, d.seeds.count)
+
+    def demos(self) -> list[Any]:
+        """The demonstrations of this run (collected on first use; a rerun plays only what is missing)."""
+        if self._demos is not None:
+            return self._demos
+        from guigym.agents.oracle.miniwob import instruction_variants
+        from guigym.train.demos import collect, with_variants
+
+        cfg, d = self.cfg, self.cfg.sft.demos
+        agent, jobs = self.demo_jobs()
+        kwargs = dict(cfg.env.kwargs)
+        kwargs.setdefault("tasks", sorted({t for t, _ in jobs}) or list(cfg.env.tasks))
+        t0 = time.time()
+        counts = collect(cfg.env.id, kwargs, agent, jobs, self.demo_file, num_envs=d.num_envs or cfg.env.num_envs,
+                         max_steps=cfg.env.max_steps, keep_images=cfg.rollout.history_images > 0,
+                         call_timeout_s=cfg.env.call_timeout_s)
+        wanted = set(jobs)
+        demos = [x for x in self.demo_file.read() if (x.task_id, x.seed) in wanted]
+        solved = [x for x in demos if x.success]
+        self.log(f"demos: {len(solved)}/{len(demos)} episodes solved by {agent} ({counts['played']} played now, "
+                 f"{counts['skipped']} already in {self.demo_file.path.name}, {counts['lost']} lost and rerun) "
+                 f"[{time.time() - t0:.0f}s]")
+        if d.instruction_variants:
+            demos = with_variants(solved, instruction_variants)
+            self.log(f"demos: {len(demos)} after instruction variants")
+        self._demos = demos
+        return demos
+
+    def tokenizer_texts(self) -> Optional[list[str]]:
+        if not self.cfg.model.tiny.tokenizer_from_demos:
+            return None
+        from guigym.train.demos import tokenizer_texts
+        from guigym.train.rollout.prompts import DEFAULT_TEMPLATE, _load_template
+
+        template = _load_template(self.cfg.rollout.template or DEFAULT_TEMPLATE).template
+        return tokenizer_texts(self.demos(), template)
+
+    # ---- construction --------------------------------------------------------------------------
+    def build(self) -> None:
+        super().build()
+        samples = None
+        if self.rank == 0:
+            from guigym.train.demos import render
+
+            rendered = render(self.demos(), self.make_prompt_builder(), self.run_id, demo_file=self.demo_file,
+                              put_image=self.store.put_image)
+            trajs = rendered.trajectories
+            if not trajs:
+                raise ValueError(f"sft.demos: no usable demonstration (dropped: {rendered.dropped or 'none collected'})")
+            self.store.add_trajectories(self.run_id, trajs)  # idempotent: the ids are fixed by the run and order
+            samples = self.sample_builder(trajs, {t.traj_id: 1.0 for t in trajs})
+            dropped = ", ".join(f"{v} {k}" for k, v in rendered.dropped.items()) or "none"
+            self.log(f"sft: {len(trajs)} demonstrations -> {len(samples)} samples, "
+                     f"{sum(s.num_loss_tokens for s in samples)} reply tokens (dropped: {dropped})")
+        self.samples = _broadcast(samples, self.rank, self.world)
+
+    def start_rollout(self) -> None:
+        if self.cfg.eval.enabled:  # envs and an engine only to evaluate
+            super().start_rollout()
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.cfg.sft.output_dir) if self.cfg.sft.output_dir else self.dir / "model"
+
+    # ---- one epoch -----------------------------------------------------------------------------
+    def iteration(self, it: int) -> dict[str, float]:
+        t0 = time.time()
+        order = list(range(len(self.samples)))
+        random.Random(f"{self.cfg.run.seed}/sft/{it}").shuffle(order)  # the same on every rank and on resume
+        if self.rank == 0:
+            self.progress.begin("update", None, note=f"epoch {it}, {len(order)} samples")
+        metrics = self.learner.nll_update([self.samples[i] for i in order])
+        metrics["time/iteration_s"] = time.time() - t0
+        self.push_weights(it + 1)
+        if self.rank == 0:
+            self.store.record_model_version(self.run_id, it + 1, str(self.dir / "policy_latest"),
+                                            {k: v for k, v in metrics.items() if isinstance(v, float)})
+            self.metrics.log(it, metrics)
+            _fault("after_log", it)
+            self.log(f"epoch {it}: NLL {metrics.get('loss', 0):.4f} confident {metrics.get('confident_tokens', 0):.3f} "
+                     f"({metrics['time/iteration_s']:.1f}s)")
+            self.progress.iteration_done(f"NLL {metrics.get('loss', 0):.4f}")
+        last = it + 1 == self.cfg.run.iterations
+        if (it + 1) % self.cfg.run.checkpoint_every == 0 or last:
+            self.checkpoint(it)
+        if last and self.rank == 0:
+            self.learner.save_pretrained(self.output_dir)
+            self.log(f"sft: model written to {self.output_dir} (use it as model.path of a GRPO recipe)")
+        return metrics
