@@ -68,6 +68,12 @@ class ModelConfig(_Section):
                           "Default null: build a fresh tiny model into <run.dir>/init_model (see `tiny`).")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig,
                                   description="sizes of the fresh tiny model built when `path` is null")
+    warm_start: Optional[str] = Field(
+        None, description="an SFT recipe (stage: sft; path relative to this recipe's folder) whose output is the "
+                          "starting policy: taken from the cache ($GUIGYM_CACHE/warmstart/<key>, default "
+                          "~/.cache/guigym) or the copy shipped in guigym/assets/warmstart, else built once and "
+                          "cached, keyed by that recipe's config (guigym.train.warmstart). Excludes `path`. "
+                          "MobileRL/WebRL/DART all start RL from a model that already reads its prompt")
     device: str = Field("cpu", description="torch device of the learner ('cpu', 'cuda', 'cuda:0'; default cpu)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="dtype the weights are stored in (transformers `dtype`; default float32). Full "
@@ -348,6 +354,12 @@ class DemoConfig(_Section):
         False, description="also train every other instruction a one-step demonstration page could have been asked, "
                            "with its solving action (guigym.agents.oracle.miniwob.instruction_variants; MiniWoB "
                            "click-button, unicode-test, click-widget; default false)")
+    variants_as: Literal["samples", "turns"] = Field(
+        "samples", description="how instruction variants are trained: 'samples' = each its own sequence (the page "
+                               "encoded once per question); 'turns' = one sequence per page, the other questions as "
+                               "further chat turns after the page's own prompt and reply (guigym.train.demos."
+                               "packed_samples: the page encoded once; the first turn is the GRPO prompt) "
+                               "(default samples)")
 
 
 class SFTConfig(_Section):
@@ -529,6 +541,8 @@ class TrainConfig(_Section):
             self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
+        if self.model.warm_start and self.model.path:
+            raise ValueError("model.warm_start: set together with model.path; name one starting model")
         if self.stage != "sft" and self.sft != SFTConfig():
             raise ValueError("sft: set but stage is 'rl'; set stage: sft or drop the sft section")
         if self.model.tiny.tokenizer_from_demos and self.stage != "sft":
@@ -635,7 +649,11 @@ def load_recipe(path: Union[str, Path], overrides: Sequence[str] = ()) -> TrainC
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections")
-    return from_dict(apply_overrides(data, overrides), source=str(path))
+    data = apply_overrides(data, overrides)
+    ws = (data.get("model") or {}).get("warm_start") if isinstance(data.get("model"), dict) else None
+    if isinstance(ws, str) and not Path(ws).is_absolute() and (path.parent / ws).is_file():
+        data["model"]["warm_start"] = str((path.parent / ws).resolve())  # relative to the recipe's folder
+    return from_dict(data, source=str(path))
 
 
 def describe(model: type[BaseModel] = TrainConfig, prefix: str = "") -> str:

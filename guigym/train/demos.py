@@ -349,3 +349,65 @@ def split_jobs(tasks: Sequence[str], start: int, count: int) -> list[tuple[str, 
     """Task-major (task, seed) pairs for seeds ``start .. start + count - 1`` of every task."""
     return [(t, s) for t in tasks for s in range(start, start + count)]
 
+
+
+def packed_samples(demos: Sequence[Demo], builder: Any,
+                   variants: Callable[[str, dict[str, Any]], list[tuple[str, list[str]]]],
+                   turn_template: str = "Task: $instruction") -> tuple[list[Any], dict[str, int]]:
+    """One training sequence per one-step demonstration page: the page's own prompt and reply
+    (byte-identical to the GRPO prompt, as in :func:`render`), then one more chat turn per other
+    instruction the page could have been asked (``turn_template`` filled with it, the page not
+    repeated) and its solving reply. Every reply is trained (its own segment, constrained to the
+    page's candidates); the page is encoded once for all its questions, so a page with k possible
+    questions costs one forward instead of k. Layout of one sample::
+
+        [prompt(page, q1)] [a1 eos] [turn(q2)] [a2 eos] ... [turn(qk)] [ak eos]
+         mask 0             mask 1   mask 0     mask 1        mask 0    mask 1
+
+    Returns (samples, dropped counts by reason); multi-step demos are left out (dropped
+    "multi-step")."""
+    from string import Template
+
+    from guigym.train.samples import Sample, Segment
+
+    tok = builder.policy.tokenizer
+    eos = int(tok.eos_token_id)
+    prefix, suffix = builder.turn_frame(0)
+    turn = Template(turn_template)
+    out: list[Any] = []
+    dropped: dict[str, int] = {}
+    for d in demos:
+        reason = None if d.success else "not successful"
+        if reason is None and len(d.steps) != 1:
+            reason = "multi-step"
+        if reason:
+            dropped[reason] = dropped.get(reason, 0) + 1
+            continue
+        st = d.steps[0]
+        obs = observation(st)
+        p = builder.episode(d.instruction).prompt(obs)
+        if p.candidates is not None and st.action_text not in p.candidates:
+            dropped["action not among the constrained candidates"] = \
+                dropped.get("action not among the constrained candidates", 0) + 1
+            continue
+        ids = list(p.prompt_ids)
+        segments = []
+        asked = {d.instruction}
+        qa = [(d.instruction, st.action_text)] + [(q, ok[0]) for q, ok in variants(d.task_id, obs) if ok]
+        for k, (question, action) in enumerate(qa):
+            if k > 0:
+                if question in asked or (p.candidates is not None and action not in p.candidates):
+                    continue
+                asked.add(question)
+                ids += list(builder.policy.encode(prefix + turn.safe_substitute(instruction=question) + suffix)
+                            .prompt_ids)
+            reply = [int(t) for t in tok(action, add_special_tokens=False)["input_ids"]] + [eos]
+            segments.append(Segment(len(ids), len(ids) + len(reply), p.candidates))
+            ids += reply
+        mask = [0] * len(ids)
+        for s in segments:
+            mask[s.start:s.end] = [1] * (s.end - s.start)
+        out.append(Sample(input_ids=ids, loss_mask=mask, rollout_logprobs=[0.0] * len(ids),
+                          advantages=[0.0] * len(ids), segments=segments, traj_id=f"packed-{d.key}",
+                          step_index=0, source="expert", reward=1.0))
+    return out, dropped

@@ -187,6 +187,11 @@ class Trainer:
 
     # ---- construction -----------------------------------------------------------------------
     def model_path(self) -> str:
+        if self.cfg.model.warm_start:  # an SFT recipe's output, cached by its config (guigym.train.warmstart)
+            from guigym.train import warmstart
+
+            path = str(warmstart.resolve(self.cfg.model.warm_start, log=self.log)) if self.rank == 0 else None
+            return _broadcast(path, self.rank, self.world)
         if self.cfg.model.path:
             if not Path(self.cfg.model.path).is_dir():
                 raise ConfigError(f"model.path: {self.cfg.model.path!r} is not a from_pretrained directory")

@@ -32,6 +32,7 @@ class SFTTrainer(Trainer):
     """A :class:`Trainer` whose iterations are SFT epochs over rendered demonstrations."""
 
     _demos: Optional[list[Any]] = None
+    _solved: list[Any] = []
     samples: list[Any] = []
 
     # ---- demonstrations ------------------------------------------------------------------------
@@ -72,7 +73,9 @@ class SFTTrainer(Trainer):
         self.log(f"demos: {len(solved)}/{len(demos)} episodes solved by {agent} ({counts['played']} played now, "
                  f"{counts['skipped']} already in {self.demo_file.path.name}, {counts['lost']} lost and rerun) "
                  f"[{time.time() - t0:.0f}s]")
-        if d.instruction_variants:
+        self._solved = solved
+        demos = solved
+        if d.instruction_variants and d.variants_as == "samples":
             demos = with_variants(solved, instruction_variants)
             self.log(f"demos: {len(demos)} after instruction variants")
         self._demos = demos
@@ -84,8 +87,14 @@ class SFTTrainer(Trainer):
         from guigym.train.demos import tokenizer_texts
         from guigym.train.rollout.prompts import DEFAULT_TEMPLATE, _load_template
 
+        from guigym.agents.oracle.miniwob import instruction_variants
+        from guigym.train.demos import with_variants
+
         template = _load_template(self.cfg.rollout.template or DEFAULT_TEMPLATE).template
-        return tokenizer_texts(self.demos(), template)
+        self.demos()
+        demos = with_variants(self._solved, instruction_variants) if self.cfg.sft.demos.instruction_variants \
+            else self._solved  # the same text whichever way the variants are trained
+        return tokenizer_texts(demos, template)
 
     # ---- construction --------------------------------------------------------------------------
     def build(self) -> None:
@@ -100,7 +109,15 @@ class SFTTrainer(Trainer):
             if not trajs:
                 raise ValueError(f"sft.demos: no usable demonstration (dropped: {rendered.dropped or 'none collected'})")
             self.store.add_trajectories(self.run_id, trajs)  # idempotent: the ids are fixed by the run and order
-            samples = self.sample_builder(trajs, {t.traj_id: 1.0 for t in trajs})
+            d = self.cfg.sft.demos
+            if d.instruction_variants and d.variants_as == "turns":
+                from guigym.agents.oracle.miniwob import instruction_variants
+                from guigym.train.demos import packed_samples
+
+                samples, more = packed_samples(self._solved, self.make_prompt_builder(), instruction_variants)
+                rendered.dropped.update({f"{k} (packed)": v for k, v in more.items()})
+            else:
+                samples = self.sample_builder(trajs, {t.traj_id: 1.0 for t in trajs})
             dropped = ", ".join(f"{v} {k}" for k, v in rendered.dropped.items()) or "none"
             self.log(f"sft: {len(trajs)} demonstrations -> {len(samples)} samples, "
                      f"{sum(s.num_loss_tokens for s in samples)} reply tokens (dropped: {dropped})")

@@ -1,0 +1,104 @@
+"""Warm starts: an SFT recipe's output, built once and cached by its config (``model.warm_start``).
+
+RL recipes that need a policy which already reads its prompt (the CPU learning proof,
+``recipes/grpo_miniwob_instruct.yaml``) name an SFT recipe instead of a model directory:
+
+    model:
+      warm_start: sft_miniwob_instruct.yaml     # relative to the naming recipe's folder
+
+:func:`resolve` returns a ``from_pretrained`` directory for it, looked up by the SFT config's
+*key* (sha256 of its resolved config, less the fields that cannot change the weights: run name and
+dir, evaluation, logging), in this order:
+
+1. ``$GUIGYM_CACHE/warmstart/<key>/model`` (default ``~/.cache/guigym``): built earlier here;
+2. ``guigym/assets/warmstart/<key>/model``: the artefact shipped with guigym (the
+   project's own build, with its ``manifest.json``: the command, the build time, held-out success);
+3. otherwise the SFT recipe is run into ``$GUIGYM_CACHE/warmstart/<key>/`` (resumable: a build
+   that dies continues where it stopped), and the result is used from then on.
+
+A changed SFT recipe has another key, so it can never pick up a stale model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+#: config fields that do not change the trained weights (left out of the key)
+_NOT_IN_KEY = {("run", "name"), ("run", "dir"), ("eval",), ("log",), ("run", "checkpoint_every"),
+               ("run", "keep_checkpoints"), ("sft", "output_dir"), ("env", "num_envs"), ("env", "call_timeout_s"),
+               ("sft", "demos", "num_envs")}
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "warmstart"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GUIGYM_CACHE") or Path.home() / ".cache" / "guigym") / "warmstart"
+
+
+def _strip(d: Any, path: tuple[str, ...] = ()) -> Any:
+    if not isinstance(d, dict):
+        return d
+    return {k: _strip(v, path + (k,)) for k, v in sorted(d.items()) if path + (k,) not in _NOT_IN_KEY}
+
+
+def key_of(cfg: Any) -> str:
+    """First 16 hex digits of sha256 over the SFT config (a TrainConfig) without run name/dir,
+    eval, logging and parallelism."""
+    blob = json.dumps(_strip(cfg.to_dict()), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_sft_recipe(spec: str, base_dir: Optional[Path] = None) -> Any:
+    """The SFT :class:`TrainConfig` a ``model.warm_start`` value names (path relative to
+    ``base_dir``, then to the current directory); a ConfigError when it is not ``stage: sft``."""
+    from guigym.core.errors import ConfigError
+    from guigym.train.config import load_recipe
+
+    cands = [Path(spec)] if Path(spec).is_absolute() else \
+        [p for p in ((base_dir / spec) if base_dir else None, Path(spec)) if p is not None]
+    path = next((p for p in cands if p.is_file()), None)
+    if path is None:
+        raise ConfigError(f"model.warm_start: recipe {spec!r} not found (looked in {', '.join(map(str, cands))})")
+    cfg = load_recipe(path)
+    if cfg.stage != "sft":
+        raise ConfigError(f"model.warm_start: {path} is not an SFT recipe (stage: {cfg.stage}); name a stage: sft recipe")
+    return cfg
+
+
+def find(cfg: Any) -> Optional[Path]:
+    """The cached or shipped model of this SFT config, or None."""
+    key = key_of(cfg)
+    for root in (cache_root(), ASSETS):
+        model = root / key / "model"
+        if (model / "config.json").is_file():
+            return model
+    return None
+
+
+def resolve(spec: str, base_dir: Optional[Path] = None, log: Callable[[str], None] = print,
+            build: bool = True) -> Path:
+    """The model directory of the warm start ``spec`` (an SFT recipe path); built (and cached)
+    when no cached or shipped copy exists and ``build`` is true."""
+    from guigym.core.errors import ConfigError
+
+    cfg = load_sft_recipe(spec, base_dir)
+    found = find(cfg)
+    if found is not None:
+        return found
+    key = key_of(cfg)
+    if not build:
+        raise ConfigError(f"model.warm_start: no cached model for {spec} (key {key}); run `guigym train {spec}` "
+                          f"or let the run build it")
+    from guigym.train.sft import SFTTrainer
+
+    out = cache_root() / key
+    cfg.run.dir = str(out)
+    cfg.sft.output_dir = str(out / "model.tmp")
+    log(f"warm start {spec} (key {key}): not cached; building it into {out} (once)")
+    resume = (out / "checkpoints").is_dir()
+    SFTTrainer(cfg, resume=resume, log=log).run()
+    os.replace(out / "model.tmp", out / "model")
+    return out / "model"
