@@ -96,21 +96,35 @@ def env_class(env_id: str) -> type:
 PATH_OPTIONS = {"WebArena-v0": ("config_file",), "AndroidLab-v0": ("task_dir",), "OSWorld-v0": ("suite",)}
 
 
-def check_env_options(env_id: str, kwargs: Mapping[str, Any], field: str = "env options") -> None:
-    """Everything about ``gym.make(env_id, **kwargs)`` that can be known without building it:
-    the env id, unknown options (did-you-mean), the dialect and host paths that must exist.
-    Raises ConfigError naming ``field`` and the option."""
-    cls = env_class(env_id)
-    check_kwargs(cls, kwargs, f"{field} of {env_id}")
-    if "dialect" in kwargs:
-        check_dialect(str(kwargs["dialect"]), f"{field}: dialect")
+def missing_paths(env_id: str, kwargs: Mapping[str, Any], field: str = "env options") -> list[str]:
+    """One message per host path option of ``kwargs`` (:data:`PATH_OPTIONS`) that does not exist."""
+    out = []
     for key in PATH_OPTIONS.get(env_id, ()):
         value = kwargs.get(key)
         if value is None or (key == "suite" and value == "embedded"):
             continue
         for one in ([value] if isinstance(value, (str, Path)) else list(value)):
             if not Path(one).expanduser().exists():
-                raise ConfigError(f"{field}: {key}: {str(one)!r} does not exist")
+                out.append(f"{field}: {key}: {str(one)!r} does not exist")
+    return out
+
+
+def check_env_options(env_id: str, kwargs: Mapping[str, Any], field: str = "env options",
+                      paths: bool = True) -> None:
+    """Everything about ``gym.make(env_id, **kwargs)`` that can be known without building it:
+    the env id, unknown options (did-you-mean), the dialect and (with ``paths``) host paths that
+    must exist. Raises ConfigError naming ``field`` and the option."""
+    cls = env_class(env_id)
+    check_kwargs(cls, kwargs, f"{field} of {env_id}")
+    if "dialect" in kwargs:
+        check_dialect(str(kwargs["dialect"]), f"{field}: dialect")
+    missing = missing_paths(env_id, kwargs, field) if paths else []
+    if missing:
+        raise ConfigError(missing[0])
+
+
+#: env ids whose task lists :func:`resolve_task_ids` knows (others check their tasks when built)
+LISTED_ENVS = ("MiniWoB-v0", "OSWorld-v0", "WebArena-v0", "AndroidLab-v0", "AndroidWorld-v0", "LatencyModel-v0")
 
 
 def _names(tasks: str | Iterable[str] | None) -> list[str] | None:
@@ -136,7 +150,7 @@ def resolve_task_ids(env_id: str, tasks: str | Iterable[str] | None, env_kwargs:
             return known
         missing = [n for n in wanted if n not in known]
         if missing:
-            raise TaskSpecError(f"tasks: {env_id} has no task(s) {missing} in {where}{did_you_mean(missing[0], known)}")
+            raise TaskSpecError(f"{env_id} has no task(s) {missing} in {where}{did_you_mean(missing[0], known)}")
         return wanted
 
     if env_id == "MiniWoB-v0":
@@ -184,5 +198,4 @@ def resolve_task_ids(env_id: str, tasks: str | Iterable[str] | None, env_kwargs:
                                                           "max_steps")}
         return checked([t.id for t in LatencyModelEnv(**suite).tasks], names, "its generated suite")
     env_class(env_id)  # an unknown id: ConfigError with did-you-mean
-    raise ConfigError(f"env: {env_id} lists no tasks here; available: MiniWoB-v0, OSWorld-v0, WebArena-v0, "
-                      "AndroidLab-v0, AndroidWorld-v0, LatencyModel-v0")
+    raise ConfigError(f"env: {env_id} lists no tasks here; available: {', '.join(LISTED_ENVS)}")
