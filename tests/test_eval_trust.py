@@ -312,3 +312,19 @@ def test_ctrl_c_prints_one_line_and_keeps_the_finished_episodes(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip() == f"interrupted: {saved}/20 episodes saved; rerun the same command to resume", err
     assert 1 <= saved < 20
+
+
+def test_a_failed_openai_call_leaves_the_agents_history_as_it_was():
+    """The runner retries a failed step with the same observation: the screenshot of the failed
+    call must not be in the history twice."""
+    import numpy as np
+
+    from guigym.agents.openai_agent import APIError, OpenAIAgent
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        agent = OpenAIAgent(target=f"http://127.0.0.1:{sock.getsockname()[1]}/v1", model="m", retries=0, history=2)
+        agent.reset({"instruction": "click", "seed": 0})
+        with pytest.raises(APIError, match="refused"):
+            agent.act({"screenshot": np.zeros((48, 64, 3), np.uint8)})
+    assert len(agent.screens) == 0 and agent.actions == []

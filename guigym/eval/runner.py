@@ -10,8 +10,10 @@ Output directory layout::
 Each env slot runs its own episode loop (reset -> act -> step ... -> verifier) and is refilled
 with the next pending episode as soon as it finishes, so a slow episode never holds the others.
 On restart, episodes whose key (``task/seed/attempt``) already has a finished line (``done`` or
-``unscorable``) in ``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures) are
-run again.
+``unscorable``) in ``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures of
+the env or of the agent) are run again. A restart resumes only the same evaluation: ``config.json``
+records its identity and a different one is refused (eval/identity.py). An agent call that raises
+or times out is retried, then its episode is lost, never scored (eval/agent_call.py).
 
 An episode the env reports as ``info["unscorable"]`` (its verifier could not score it, e.g.
 WebArena's ``fuzzy_match`` with no LLM judge) is recorded with ``status="unscorable"``,
