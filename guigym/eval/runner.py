@@ -316,8 +316,10 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
             for res in pool.wait():
                 i = res.index
                 run = running[i]
-                if res.config_error:  # the run's configuration, not the infrastructure: stop, record nothing
-                    raise ConfigError(f"{config.env_id}: {str(res.error).splitlines()[0]}")
+                if res.config_error:  # the run's (or this task's) configuration, not the infrastructure:
+                    # every rerun would fail alike, so stop and record nothing (exit 2 in the CLI)
+                    raise ConfigError(f"{config.env_id}, task {run.spec.task_id!r} ({res.kind}): "
+                                      f"{str(res.error).splitlines()[0]}")
                 if res.lost or res.error:
                     finish(i, "lost", error=res.error)
                     start_next(i)
