@@ -24,7 +24,7 @@ import pytest
 
 from guigym.agents.base import AGENTS
 from guigym.cli import main
-from guigym.core.errors import ConfigError
+from guigym.core.errors import ConfigError, TaskSpecError
 from guigym.eval.runner import read_jsonl
 
 #: a cheap env for the CLI: no sleeping, a black 64x48 screenshot (the openai agent sends it)
@@ -244,6 +244,10 @@ def test_gym_make_names_unknown_options_and_dialects():
         gym.make("MiniWoB-v0", task="click-test", dialect="uitar")
     with pytest.raises(ConfigError, match="did you mean 'serial'"):  # forwarded **kwargs are checked too
         gym.make("AndroidWorld-v0", serail="emulator-5554")
+    with pytest.raises(TaskSpecError, match=r"click-tesst; did you mean 'click-test'\?"):
+        gym.make("MiniWoB-v0", tasks=["click-tesst"])
+    with pytest.raises(TaskSpecError, match="/no/such/suite"):
+        gym.make("OSWorld-v0", suite="/no/such/suite")
 
 
 # ---- resume identity -----------------------------------------------------------------------------
