@@ -16,66 +16,41 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from guigym.eval.runner import EvalConfig
 
 
 def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str],
               env_opts: Optional[dict[str, object]] = None) -> list[str]:
-    if env_id == "WebArena-v0":
-        from guigym.core.errors import TaskSpecError
-        from guigym.envs.web.webarena.tasks import load_configs, task_id
+    """Task ids of ``--tasks`` (checked against the suite the env will load) or of ``--suite``;
+    TaskSpecError/ConfigError before any env starts (guigym/envs/options.py)."""
+    from guigym.envs.options import resolve_task_ids
 
-        config_file = (env_opts or {}).get("config_file")
-        if not config_file:
-            raise TaskSpecError("WebArena-v0 needs its task configs: --env-opt config_file=PATH (WebArena config JSON)")
-        files = [config_file] if isinstance(config_file, str) else list(config_file)  # type: ignore[arg-type]
-        known = [task_id(c.task_id) for f in files for c in load_configs(f)]
-        if not tasks:
-            return known
-        names = [t.strip() for t in tasks.split(",") if t.strip()]
-        # "12" and "webarena.12" both name config task_id 12
-        wanted = [n if n.startswith("webarena.") else task_id(n) for n in names]
-        missing = [n for n in wanted if n not in known]
-        if missing:
-            raise TaskSpecError(f"--tasks: no task config with id(s) {missing} in {config_file}")
-        return wanted
-    if env_id == "OSWorld-v0":
-        from guigym.envs.desktop.env import select_tasks as osworld_tasks
-
-        names = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
-        # eval sends task ids to the env, which resolves them in its own (embedded) suite
-        return [t.id for t in osworld_tasks(tasks=names, suite="embedded" if names else (suite or "embedded"))]
-    if env_id in ("AndroidLab-v0", "AndroidWorld-v0"):
-        from guigym.core.errors import TaskSpecError
-
-        if env_id == "AndroidLab-v0":
-            from guigym.envs.android.androidlab_tasks import default_task_dir, load_dir
-            from guigym.envs.android.env import ANDROIDLAB_SUITE
-
-            task_dir = (env_opts or {}).get("task_dir") or default_task_dir() or ANDROIDLAB_SUITE
-            known = [t.id for t in load_dir(task_dir)]  # type: ignore[arg-type]
-        else:
-            from guigym.envs.android.androidworld import TASKS
-
-            known = TASKS.names()
-        names = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else known
-        missing = [n for n in names if n not in known]
-        if missing:
-            raise TaskSpecError(f"--tasks: {env_id} has no task(s) {missing}")
-        return names
-    if env_id != "MiniWoB-v0":
-        raise SystemExit(f"error: unknown env {env_id!r}; available: MiniWoB-v0, OSWorld-v0, WebArena-v0, "
-                         "AndroidLab-v0, AndroidWorld-v0")
-    from guigym.envs.web.miniwob import select_tasks
-
-    if tasks:
-        names = [t.strip() for t in tasks.split(",") if t.strip()]
-        return [t.id for t in select_tasks(tasks=names)]
-    if suite == "oracle":
+    if env_id == "MiniWoB-v0" and suite == "oracle" and not tasks:
         from guigym.agents.oracle.miniwob import SOLVED_TASKS
 
         return list(SOLVED_TASKS)
-    return [t.id for t in select_tasks(suite=suite or "all")]
+    return resolve_task_ids(env_id, tasks, env_opts, suite=suite)
+
+
+def _suite_env_opts(env_id: str, suite: Optional[str], env_opts: dict[str, object]) -> None:
+    """``--suite`` of OSWorld-v0 is also the env's ``suite`` option (the env resolves the ids
+    there); a different ``--env-opt suite=`` or ``--suite`` for an env without suites is a
+    ConfigError naming both."""
+    from guigym.core.errors import ConfigError
+
+    if suite is None:
+        return
+    if env_id == "OSWorld-v0":
+        if env_opts.get("suite", suite) != suite:
+            raise ConfigError(f"--suite {suite!r} and --env-opt suite={env_opts['suite']!r} differ; give one")
+        if suite != "embedded":
+            env_opts["suite"] = suite
+    elif env_id != "MiniWoB-v0":
+        raise ConfigError(f"--suite: {env_id} has no suites here (MiniWoB-v0: all, flight, oracle; OSWorld-v0: "
+                          "embedded or a folder of task files); use --tasks or the env's own option")
 
 
 def _kv_opts(pairs: Optional[list[str]], flag: str = "--agent-opt") -> dict[str, object]:
@@ -96,54 +71,106 @@ def _kv_opts(pairs: Optional[list[str]], flag: str = "--agent-opt") -> dict[str,
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    """``guigym eval``: exit 0 when at most ``--max-lost-share`` of the episodes are unfinished
+    (lost or not run), 1 when more are (one line naming the causes), 2 on a configuration error
+    (one line naming the field; nothing runs), 130 on Ctrl-C (the saved episodes resume)."""
+    config = None
+    try:
+        config = _eval_config(args)
+        return _run_eval(args, config)
+    except KeyboardInterrupt:
+        import signal
 
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the message short
+        if config is None:
+            print("interrupted before any episode ran", file=sys.stderr)
+        else:
+            from guigym.eval.runner import FINISHED, read_jsonl
+
+            keys = config.keys()
+            done = {r["key"] for r in read_jsonl(Path(config.out_dir) / "results.jsonl")
+                    if r.get("key") in keys and r.get("status") in FINISHED}
+            print(f"interrupted: {len(done)}/{len(keys)} episodes saved; rerun the same command to resume",
+                  file=sys.stderr)
+        return 130
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+class _UsageError(Exception):
+    """A configuration error of ``guigym eval``: one line, exit code 2."""
+
+
+def _eval_config(args: argparse.Namespace) -> "EvalConfig":
+    """Everything ``guigym eval`` can check before an env or agent starts: env options (unknown
+    ones with the closest name), the dialect, paths, task ids, the agent spec and its options."""
     from guigym.agents import make_agent
-    from guigym.core.errors import ConfigError, TaskSpecError
-    from guigym.eval.runner import EvalConfig, run_eval
-    from guigym.eval.summary import render_table, summarize
+    from guigym.envs.options import check_env_options
+    from guigym.eval.runner import EvalConfig
 
     try:
         env_opts = _kv_opts(args.env_opt, "--env-opt")
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        task_ids = _task_ids(args.env, args.tasks, args.suite, env_opts)
-    except TaskSpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        _suite_env_opts(args.env, args.suite, env_opts)
+        env_kwargs = dict(env_opts)
+        if args.max_steps:
+            env_kwargs["max_steps"] = args.max_steps
+        check_env_options(args.env, env_kwargs, "--env-opt")
+        task_ids = _task_ids(args.env, args.tasks, args.suite, env_kwargs)
+    except ValueError as exc:  # ConfigError, TaskSpecError and malformed KEY=VALUE
+        raise _UsageError(str(exc)) from None
+    for flag, value, low in (("--agent-retries", args.agent_retries, 0), ("--episodes", args.episodes, 1),
+                             ("--attempts", args.attempts, 1)):
+        if value < low:
+            raise _UsageError(f"{flag} must be >= {low}, got {value}")
+    if args.agent_timeout is not None and args.agent_timeout <= 0:
+        raise _UsageError(f"--agent-timeout must be > 0 seconds, got {args.agent_timeout}")
+    if not 0.0 <= args.max_lost_share <= 1.0:
+        raise _UsageError(f"--max-lost-share must be in [0, 1], got {args.max_lost_share}")
     try:
         agent_opts = _kv_opts(args.agent_opt)
         make_agent(args.agent, seed=args.seed, **agent_opts)  # fail fast on a bad spec, before envs start
     except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
+        raise _UsageError(exc.args[0]) from None
     except (ValueError, TypeError, OSError) as exc:
-        print(f"error: agent {args.agent!r}: {exc}", file=sys.stderr)
-        return 2
-    env_kwargs = dict(env_opts)
-    if args.max_steps:
-        env_kwargs["max_steps"] = args.max_steps
+        raise _UsageError(f"agent {args.agent!r}: {exc}") from None
     try:
         ray_resources = {k: float(v) for k, v in _kv_opts(args.ray_resource, "--ray-resource").items()}  # type: ignore[arg-type]
     except (ValueError, TypeError) as exc:
-        print(f"error: --ray-resource wants KEY=NUMBER: {exc}", file=sys.stderr)
-        return 2
-    config = EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=args.num_envs,
-                        episodes=args.episodes, attempts=args.attempts, seed=args.seed, env_kwargs=env_kwargs,
-                        save_screenshots=not args.no_screenshots, backend=args.backend, ray_address=args.ray_address,
-                        ray_num_cpus=args.ray_num_cpus, ray_resources=ray_resources)
+        raise _UsageError(f"--ray-resource wants KEY=NUMBER: {exc}") from None
+    return EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=args.num_envs,
+                      episodes=args.episodes, attempts=args.attempts, seed=args.seed, env_kwargs=env_kwargs,
+                      save_screenshots=not args.no_screenshots, backend=args.backend, ray_address=args.ray_address,
+                      ray_num_cpus=args.ray_num_cpus, ray_resources=ray_resources, agent=args.agent,
+                      agent_opts=agent_opts, agent_retries=args.agent_retries, agent_timeout_s=args.agent_timeout,
+                      agent_backoff_s=args.agent_backoff, overwrite=args.overwrite)
+
+
+def _run_eval(args: argparse.Namespace, config: "EvalConfig") -> int:
+    from rich.console import Console
+
+    from guigym.agents import make_agent
+    from guigym.core.errors import ConfigError
+    from guigym.eval.runner import run_eval
+    from guigym.eval.summary import render_table, summarize, unfinished
+
     try:
-        records = run_eval(config, lambda: make_agent(args.agent, seed=args.seed, **agent_opts), progress=not args.quiet)
-    except ConfigError as exc:  # e.g. --backend ray without the ray package, resources no node has
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary = summarize(r for r in records if r["task_id"] in set(task_ids))
+        records = run_eval(config, lambda: make_agent(args.agent, seed=args.seed, **config.agent_opts),
+                           progress=not args.quiet, notify=lambda m: print(m, file=sys.stderr))
+    except ConfigError as exc:  # resume mismatch, an env's own config error, ray without ray, ...
+        raise _UsageError(str(exc)) from None
+    summary = summarize(records)
     if len(summary["per_domain"]) > 1:
         Console().print(render_table(summary, "per_domain"))
     Console().print(render_table(summary))
     print(f"results: {Path(args.out) / 'results.jsonl'}; report: {Path(args.out) / 'report.html'}")
+    keys = config.keys()
+    lost, causes = unfinished(records, keys)
+    if lost > args.max_lost_share * len(keys):
+        why = "; ".join(f"{n}x {cause}" for cause, n in causes.items())
+        print(f"error: {lost}/{len(keys)} episodes lost or not run (more than --max-lost-share "
+              f"{args.max_lost_share:g}): {why}; rerun the same command to retry them", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -194,7 +221,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    for t in _task_ids(args.env, None, args.suite):
+    try:
+        ids = _task_ids(args.env, None, args.suite)
+    except ValueError as exc:  # ConfigError / TaskSpecError: an unknown env id or suite
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for t in ids:
         print(t)
     return 0
 
@@ -220,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0, help="first seed")
     e.add_argument("--max-steps", type=int, default=None, help="override every task's step budget")
     e.add_argument("--out", required=True, help="output directory; rerunning with the same one resumes")
+    e.add_argument("--overwrite", action="store_true",
+                   help="start afresh in --out, removing its earlier results (a rerun otherwise resumes, and "
+                        "refuses when --out holds a different evaluation)")
+    e.add_argument("--agent-retries", type=int, default=2,
+                   help="retries of an agent call that raises or times out (then its episode is lost; default 2)")
+    e.add_argument("--agent-timeout", type=float, default=600.0,
+                   help="seconds one agent call may take before it counts as failed (default 600)")
+    e.add_argument("--agent-backoff", type=float, default=1.0,
+                   help="seconds before the first agent retry, doubling each time (default 1)")
+    e.add_argument("--max-lost-share", type=float, default=0.05,
+                   help="exit 1 when more than this share of episodes is lost or not run (default 0.05)")
     e.add_argument("--no-screenshots", action="store_true", help="do not save per-step screenshots")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--backend", choices=["process", "ray"], default="process",

@@ -474,3 +474,69 @@ def test_scheduler_retries_a_rollout_whose_worker_was_killed(pool, engine, polic
         assert all(t.length == BUDGETS[g.task_id] for t in g.trajectories), "a lost rollout is rerun, not cut short"
     assert any(t.info["lost_attempts"] >= 1 for g in groups for t in g.trajectories)
     assert len({t.traj_id for g in groups for t in g.trajectories}) == 4
+
+
+class _FlakyService:
+    """Delegates to the engine, except that requests number ``fail`` (1-based, in submission
+    order) fail as a dead policy server's would (an exception in the future, as HTTPEngine's)."""
+
+    def __init__(self, engine, fail) -> None:
+        self.engine, self.fail, self.n = engine, set(fail), 0
+
+    def submit(self, req):
+        from concurrent.futures import Future
+
+        from guigym.train.rollout.policy_service import HTTPError
+
+        self.n += 1
+        if self.n in self.fail:
+            fut = Future()
+            fut.set_exception(HTTPError(f"http://127.0.0.1:1/v1/chat/completions: request {self.n}: HTTP 500"))
+            return fut
+        return self.engine.submit(req)
+
+    def stats(self):
+        return self.engine.stats()
+
+
+@pytest.mark.parametrize("mode", ["rollout", "sync"])
+def test_policy_failures_are_retried_then_lost_never_reward_zero(pool, engine, policy, mode):
+    """A failed policy request is sent again after its backoff; when its retries run out, the
+    rollout is lost and rerun from reset. Either way every trajectory has its full length and only
+    steps the policy actually answered (issue 34: a policy-server failure is not a 0-reward rollout)."""
+    from guigym.train.rollout.scheduler import RolloutScheduler
+
+    # one-step rollouts (4 succeed, so at least 8 requests are made). Request 2 fails once (sent again);
+    # requests 4-6 are an outage: with 2 envs and 1 retry, some rollout's request fails twice in a row
+    # (3 consecutive failures from at most 2 rollouts in progress) and that rollout is lost
+    svc = _FlakyService(engine, fail={2, 4, 5, 6})
+    sched = RolloutScheduler(pool, svc, _builder(policy), mode=mode, group_size=2, max_steps=BUDGETS,
+                             max_new_tokens=16, seed=9, policy_retries=1, policy_backoff_s=0.01)
+    groups = sched.collect(["click-option", "click-option"], seeds=[31, 32])
+    st = sched.last_stats
+    assert st.policy_retries >= 2 and st.lost >= 1 and st.retries == st.lost, st
+    assert st.trajectories == 4
+    for g in groups:
+        assert sorted(t.info["member"] for t in g.trajectories) == [0, 1]
+        for t in g.trajectories:
+            assert t.length == BUDGETS[g.task_id], "no rollout was cut short or scored at a failed request"
+            assert all(s.candidates and s.action_text in s.candidates for s in t.steps)
+    assert any(t.info["lost_attempts"] >= 1 for g in groups for t in g.trajectories)
+
+
+def test_an_unreachable_policy_server_fails_the_collection_naming_it(pool, policy):
+    """A policy server that refuses every connection (real loopback socket, real HTTPEngine): the
+    rollouts are lost, then collect raises naming the policy service; no group comes back."""
+    import socket
+
+    from guigym.core.errors import EnvInfraError
+    from guigym.train.rollout.policy_service import HTTPEngine
+    from guigym.train.rollout.scheduler import RolloutScheduler
+
+    with socket.socket() as sock:  # bound, never listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        with HTTPEngine([f"http://127.0.0.1:{sock.getsockname()[1]}"], token="t", timeout_s=5) as svc:
+            sched = RolloutScheduler(pool, svc, _builder(policy), group_size=2, max_steps=BUDGETS, seed=3,
+                                     max_lost_retries=1, policy_retries=1, policy_backoff_s=0.01)
+            with pytest.raises(EnvInfraError, match=r"policy service failed 2 time\(s\): HTTPError: .*refused"):
+                sched.collect(["click-option"], seeds=[5])

@@ -77,17 +77,19 @@ class InlinePool:
 
 class Service:
     """Replies ``text`` to every request (default: a step that ends nothing, so every episode
-    runs its step budget); ``fail_at``: the n-th request raises."""
+    runs its step budget); ``fail_at``: the n-th request raises; ``fail_from``: every request
+    from the n-th on raises (a policy worker that stays dead)."""
 
-    def __init__(self, text: str = "wait(seconds=0)", fail_at: Optional[int] = None) -> None:
-        self.text, self.fail_at, self.n = text, fail_at, 0
+    def __init__(self, text: str = "wait(seconds=0)", fail_at: Optional[int] = None,
+                 fail_from: Optional[int] = None) -> None:
+        self.text, self.fail_at, self.fail_from, self.n = text, fail_at, fail_from, 0
 
     def submit(self, req: Any) -> concurrent.futures.Future:
         from guigym.train.rollout.policy_service import GenResult
 
         self.n += 1
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        if self.n == self.fail_at:
+        if self.n == self.fail_at or (self.fail_from is not None and self.n >= self.fail_from):
             fut.set_exception(RuntimeError("policy worker died"))
         else:
             fut.set_result(GenResult(response_ids=[7], logprobs=[-0.5], text=self.text,
@@ -191,13 +193,27 @@ def test_stop_ends_pulling_but_every_pulled_job_is_finished():
 
 
 def test_a_policy_error_propagates_and_leaves_the_pool_idle():
+    # a policy worker that stays dead: each request is retried once, then its rollout is lost and
+    # rerun once (never a reward-0 trajectory), then the error propagates
     pool = InlinePool(2)
     dealer = Dealer([("long", 2, 3)] * 3)
-    sched = RolloutScheduler(pool, Service(fail_at=4), FixedPrompts(), mode="rollout", group_size=2, seed=3)
-    with pytest.raises(RuntimeError, match="policy worker died"):
+    sched = RolloutScheduler(pool, Service(fail_from=4), FixedPrompts(), mode="rollout", group_size=2, seed=3,
+                             policy_retries=1, policy_backoff_s=0.0, max_lost_retries=1)
+    with pytest.raises(RuntimeError, match="policy service failed 2 time.*policy worker died"):
         sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
     assert not pool.busy
     assert len(dealer.delivered) < len(dealer.pulled)  # the caller abandons the rest
+
+
+def test_a_policy_error_that_passes_is_retried_and_costs_nothing():
+    pool = InlinePool(2)
+    dealer = Dealer([("long", 2, 3)] * 3)
+    sched = RolloutScheduler(pool, Service(fail_at=4), FixedPrompts(), mode="rollout", group_size=2, seed=3,
+                             policy_backoff_s=0.0)
+    sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
+    assert [k for k, _ in dealer.delivered] == dealer.pulled and len(dealer.pulled) == 3
+    assert all(len(g.trajectories) == 2 and all(t.length == 3 for t in g.trajectories) for _, g in dealer.delivered)
+    assert sched.last_stats.policy_retries == 1 and sched.last_stats.lost == 0
 
 
 def test_stream_refuses_the_lockstep_mode_and_bad_jobs():

@@ -5,8 +5,9 @@
 entry. Screenshots are sent as ``data:image/png;base64,...`` ``image_url`` parts. The request asks
 for ``logprobs`` and ``return_token_ids`` (vLLM's extension, also served by ``guigym serve``); when
 the reply carries ``prompt_token_ids`` / ``token_ids`` and per-token logprobs they become
-``last_tokens``. Connection errors, timeouts, 429 and 5xx are retried with exponential backoff;
-other HTTP errors raise (the runner records the step as an agent error).
+``last_tokens``. Connection errors, timeouts, 429 and 5xx are retried with exponential backoff
+(``retries``); then, and for other HTTP errors, ``act`` raises :class:`APIError` (``guigym eval``
+retries the call and then records the episode lost, never scored: guigym/eval/agent_call.py).
 """
 from __future__ import annotations
 
@@ -94,6 +95,17 @@ class OpenAIAgent(_ModelAgentBase):
 
     # ---- acting -------------------------------------------------------------------------------
     def act(self, obs: dict[str, Any]) -> str:
+        saved = list(self.screens)
+        try:
+            return self._act(obs)
+        except BaseException:
+            # a failed call leaves the episode as it was, so a retry of the same step (the eval
+            # runner's) does not see this screenshot twice in its history
+            self.screens.clear()
+            self.screens.extend(saved)
+            raise
+
+    def _act(self, obs: dict[str, Any]) -> str:
         messages = self._observe(obs)
         parts = []
         images = iter(self.screens)

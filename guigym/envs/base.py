@@ -44,8 +44,19 @@ class GUIEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"]}
     platform: str = ""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "GUIEnv":
+        # before __init__ binds them: an unknown option is a ConfigError naming it and the closest
+        # known one (gym.make would otherwise raise Python's bare "unexpected keyword argument")
+        from guigym.envs.options import check_kwargs
+
+        check_kwargs(cls, kwargs, cls.__name__)
+        return super().__new__(cls)
+
     def __init__(self, tasks: Sequence[Task], dialect: str = "canonical", max_steps: Optional[int] = None,
                  render_mode: Optional[str] = None, info_timings: bool = False) -> None:
+        from guigym.envs.options import check_dialect
+
+        check_dialect(dialect)  # a ConfigError now, not a KeyError at the first step
         if not tasks:
             raise TaskSpecError("an env needs at least one task")
         self.tasks = list(tasks)

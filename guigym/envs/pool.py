@@ -32,14 +32,30 @@ class PoolResult:
     value: Any = None  # (obs, info) for reset; (obs, reward, terminated, truncated, info) for step
     lost: bool = False
     error: Optional[str] = None
+    #: the error is the caller's configuration (ConfigError/TaskSpecError from gym.make or reset,
+    #: e.g. an unknown option or a task the env does not have): never lost, never retried
+    config_error: bool = False
 
 
 def result_from_reply(i: int, kind: str, status: str, value: Any) -> PoolResult:
     """A worker's ``(status, value)`` reply as a PoolResult: ``"ok"`` -> value, ``"infra"`` (an
-    EnvInfraError inside the env) -> lost, anything else -> an env error (not retried)."""
+    EnvInfraError inside the env) -> lost, ``"config"`` -> a config error, anything else -> an env
+    error (not retried)."""
     if status == "ok":
         return PoolResult(i, kind, value=value)
-    return PoolResult(i, kind, lost=status == "infra", error=value)
+    return PoolResult(i, kind, lost=status == "infra", error=value, config_error=status == "config")
+
+
+def error_reply(exc: Exception) -> tuple[str, str]:
+    """``(status, message)`` a worker sends for ``exc``: ``"infra"`` for an EnvInfraError,
+    ``"config"`` for a ConfigError or TaskSpecError, else ``"error"`` with a short traceback."""
+    from guigym.core.errors import ConfigError, EnvInfraError, TaskSpecError
+
+    if isinstance(exc, EnvInfraError):
+        return "infra", f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (ConfigError, TaskSpecError)):
+        return "config", f"{type(exc).__name__}: {exc}"
+    return "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
 
 
 def wait_for_replies(busy: dict[int, tuple[Any, ...]], timeout: Optional[float],
@@ -84,10 +100,19 @@ def expire_overdue(busy: dict[int, tuple[Any, ...]], now: float, restart: Callab
 
 def _worker(env_id: str, env_kwargs: dict[str, Any], conn: Connection) -> None:
     """Worker loop: build the env lazily, answer one command at a time."""
+    import os
+    import signal
+
+    # Ctrl-C goes to the terminal's foreground process group: the parent alone decides (it closes
+    # the pool). A worker and what it starts (Playwright's driver, Chromium, which reset SIGINT
+    # themselves) get a group of their own, so none dies mid-step printing its own traceback; a
+    # worker whose parent died still ends, on EOF of its pipe
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
     import gymnasium as gym
 
     import guigym  # noqa: F401 - registers the envs in this process
-    from guigym.core.errors import EnvInfraError
 
     env = None
     while True:
@@ -107,10 +132,8 @@ def _worker(env_id: str, env_kwargs: dict[str, Any], conn: Connection) -> None:
             else:
                 raise ValueError(f"unknown command {cmd!r}")
             conn.send(("ok", out))
-        except EnvInfraError as exc:
-            conn.send(("infra", f"{type(exc).__name__}: {exc}"))
         except Exception as exc:  # noqa: BLE001 - report, keep serving
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+            conn.send(error_reply(exc))
     if env is not None:
         try:
             env.close()

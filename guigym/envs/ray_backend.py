@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import time
-import traceback
 from copy import deepcopy
 from typing import Any, Callable, Optional, Sequence
 
@@ -43,7 +42,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from guigym.core.errors import ConfigError, EnvInfraError
-from guigym.envs.pool import PoolResult, result_from_reply, wait_for_replies
+from guigym.envs.pool import PoolResult, error_reply, result_from_reply, wait_for_replies
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +64,9 @@ class RayEnvActor:
 
     The env (``gym.make(env_id, **env_kwargs)``, ``.unwrapped`` unless ``unwrapped=False``) is
     built on the first command, like EnvPool's workers. Every method returns ``(status, value)``:
-    ``("ok", value)``, ``("infra", message)`` for an :class:`EnvInfraError`, ``("error",
-    message_with_traceback)`` for any other exception; exceptions never cross the actor boundary,
+    ``("ok", value)``, ``("infra", message)`` for an :class:`EnvInfraError`, ``("config",
+    message)`` for a ConfigError/TaskSpecError, ``("error", message_with_traceback)`` for any
+    other exception (:func:`guigym.envs.pool.error_reply`); exceptions never cross the actor boundary,
     so a caller can tell an env's failure from the actor's death (a ``RayActorError``).
     """
 
@@ -104,10 +104,8 @@ class RayEnvActor:
     def _guard(fn: Callable[[], Any]) -> tuple[str, Any]:
         try:
             return "ok", fn()
-        except EnvInfraError as exc:
-            return "infra", f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 - reported to the driver, the actor keeps serving
-            return "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+            return error_reply(exc)
 
     def ready(self) -> int:
         """The actor's process id (answers once the actor is placed and started)."""

@@ -10,8 +10,10 @@ Output directory layout::
 Each env slot runs its own episode loop (reset -> act -> step ... -> verifier) and is refilled
 with the next pending episode as soon as it finishes, so a slow episode never holds the others.
 On restart, episodes whose key (``task/seed/attempt``) already has a finished line (``done`` or
-``unscorable``) in ``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures) are
-run again.
+``unscorable``) in ``results.jsonl`` are skipped; ``lost`` episodes (infrastructure failures of
+the env or of the agent) are run again. A restart resumes only the same evaluation: ``config.json``
+records its identity and a different one is refused (eval/identity.py). An agent call that raises
+or times out is retried, then its episode is lost, never scored (eval/agent_call.py).
 
 An episode the env reports as ``info["unscorable"]`` (its verifier could not score it, e.g.
 WebArena's ``fuzzy_match`` with no LLM judge) is recorded with ``status="unscorable"``,
@@ -136,6 +138,7 @@ class _Running:
     last_obs: Optional[dict[str, Any]] = None
     pending_text: str = ""
     pending_tokens: dict[str, Any] = field(default_factory=dict)  # agent.last_tokens of the pending step
+    reset_info: dict[str, Any] = field(default_factory=dict)  # the episode's reset info (for a fresh agent)
     t_act: float = 0.0
 
 
@@ -158,30 +161,67 @@ class EvalConfig:
     ray_address: Optional[str] = None  # ray.init address when Ray is not initialised (None: local Ray)
     ray_num_cpus: float = 1.0  # logical CPUs per env actor
     ray_resources: dict[str, float] = field(default_factory=dict)  # custom resources per env actor, e.g. {"desktop": 1}
+    #: the agent spec and options (recorded in config.json: a rerun resumes only the same agent)
+    agent: str = ""
+    agent_opts: dict[str, Any] = field(default_factory=dict)
+    #: an agent call that raises or takes longer than agent_timeout_s is retried agent_retries
+    #: times (waits agent_backoff_s, doubling), then its episode is lost (eval/agent_call.py)
+    agent_retries: int = 2
+    agent_timeout_s: Optional[float] = 600.0
+    agent_backoff_s: float = 1.0
+    #: after this many episodes in a row lost to the agent, start no more (rerun resumes them)
+    agent_abort_after: int = 3
+    #: start afresh in out_dir (remove its results) instead of refusing a different evaluation
+    overwrite: bool = False
+
+    def identity(self) -> dict[str, Any]:
+        """What config.json records and a rerun must match to resume (eval/identity.py)."""
+        from guigym import __version__
+
+        return {"agent": self.agent, "agent_opts": self.agent_opts, "env_id": self.env_id,
+                "env_kwargs": self.env_kwargs, "task_ids": self.task_ids, "seed": self.seed,
+                "episodes": self.episodes, "attempts": self.attempts, "guigym_version": __version__}
+
+    def keys(self) -> set[str]:
+        """Episode keys this run asks for."""
+        return {s.key for s in make_specs(self.task_ids, self.episodes, self.seed, self.attempts)}
 
 
-def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: bool = True) -> list[dict[str, Any]]:
-    """Run every pending episode of ``config``; return all result records (old and new).
+def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: bool = True,
+             notify: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
+    """Run every pending episode of ``config``; return the result records of the episodes it asks
+    for (old and new). ``notify`` gets one-line messages (how many episodes a resume skips, why
+    the run stopped early).
 
     Raises :class:`~guigym.core.errors.TaskSpecError` naming ``task_ids[i]`` when a task id is
-    not a safe directory name (it becomes ``OUT/trajectories/<task_id>/``), before anything runs.
+    not a safe directory name (it becomes ``OUT/trajectories/<task_id>/``), before anything runs;
+    :class:`~guigym.eval.identity.ResumeMismatch` when ``out_dir`` holds another evaluation's
+    results (unless ``overwrite``); ConfigError when an env reports a configuration error (an
+    option or task it does not take): such an episode is never recorded as lost.
     """
+    from guigym.eval.agent_call import AgentFailure, act_with_retries
+    from guigym.eval.identity import check_resume
+
     for i, task_id in enumerate(config.task_ids):
         check_task_id(task_id, f"task_ids[{i}]")
     if config.backend not in ("process", "ray"):
         raise ConfigError(f"backend: must be 'process' or 'ray', got {config.backend!r}")
     out = Path(config.out_dir)
+    check_resume(out, config.identity(), overwrite=config.overwrite)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     repair_jsonl(results_path)
     finished = {r["key"] for r in read_jsonl(results_path) if r.get("status") in FINISHED}
-    specs = [s for s in make_specs(config.task_ids, config.episodes, config.seed, config.attempts) if s.key not in finished]
+    all_specs = make_specs(config.task_ids, config.episodes, config.seed, config.attempts)
+    specs = [s for s in all_specs if s.key not in finished]
+    if len(specs) < len(all_specs):
+        notify(f"resuming {out}: skipping {len(all_specs) - len(specs)} of {len(all_specs)} episodes already "
+               f"finished; running {len(specs)}")
     pending: deque[EpisodeSpec] = deque(specs)
     lost_count: dict[str, int] = {}
+    agent_lost_in_a_row = 0
     write_json_atomic(out / "config.json", {
-        "env_id": config.env_id, "task_ids": config.task_ids, "episodes": config.episodes,
-        "attempts": config.attempts, "seed": config.seed, "num_envs": config.num_envs,
-        "env_kwargs": config.env_kwargs, "backend": config.backend,
+        **config.identity(), "num_envs": config.num_envs, "backend": config.backend,
     })
     if not pending:
         return _finalize(out, config)
@@ -212,24 +252,41 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
         running[i] = _Running(spec=spec, agent=agents[i], traj_dir=tdir, started=time.time())
         pool.reset_async(i, seed=spec.seed, options={"task": spec.task_id})
 
+    def fresh_agent(i: int) -> Agent:
+        """A new agent for slot ``i`` (the old one's call timed out and may still run), reset
+        for the episode in progress."""
+        agents[i] = running[i].agent = agent_factory()
+        agents[i].reset(running[i].reset_info)
+        return agents[i]
+
     def act(i: int, obs: dict[str, Any]) -> None:
+        nonlocal agent_lost_in_a_row
         run = running[i]
         run.last_obs = obs
         if config.save_screenshots and "screenshot" in obs:
             save_png_atomic(run.traj_dir / f"step_{len(run.steps):03d}.png", obs["screenshot"])
         t0 = time.perf_counter()
-        tokens: dict[str, Any] = {}
         try:
-            text = run.agent.act(obs)
-            tokens = getattr(run.agent, "last_tokens", None) or {}  # token-in/token-out agents (hf, openai)
-        except Exception as exc:  # noqa: BLE001 - a broken agent reply costs the step, not the run
-            text = f"<agent error: {type(exc).__name__}: {exc}>"
+            text, run.agent = act_with_retries(run.agent, obs, retries=config.agent_retries,
+                                               timeout_s=config.agent_timeout_s, backoff_s=config.agent_backoff_s,
+                                               replace=lambda: fresh_agent(i))
+        except AgentFailure as exc:  # the agent's infrastructure, not its answer: lost, never scored
+            finish(i, "lost", error=f"agent: {exc}", requeue=False)
+            agent_lost_in_a_row += 1
+            if agent_lost_in_a_row >= config.agent_abort_after and pending:
+                notify(f"stopping: the agent failed in {agent_lost_in_a_row} episodes in a row ({exc}); "
+                       f"{len(pending)} episode(s) not started")
+                pending.clear()
+            start_next(i)
+            return
+        agent_lost_in_a_row = 0
+        tokens = getattr(run.agent, "last_tokens", None) or {}  # token-in/token-out agents (hf, openai)
         run.pending_text, run.t_act = text, time.perf_counter() - t0
         run.pending_tokens = {k: tokens.get(k) for k in _TOKEN_FIELDS}
         pool.step_async(i, text)
 
     def finish(i: int, status: str, score: Optional[float] = 0.0, success: Optional[bool] = False,
-               verifier: Optional[dict[str, Any]] = None, error: Optional[str] = None) -> None:
+               verifier: Optional[dict[str, Any]] = None, error: Optional[str] = None, requeue: bool = True) -> None:
         run = running.pop(i)
         result = EpisodeResult(
             key=run.spec.key, task_id=run.spec.task_id, seed=run.spec.seed, attempt=run.spec.attempt,
@@ -245,7 +302,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
         if status == "lost":
             n = lost_count.get(run.spec.key, 0) + 1
             lost_count[run.spec.key] = n
-            if n <= config.max_lost_retries:
+            if requeue and n <= config.max_lost_retries:
                 pending.append(run.spec)
             else:
                 bar.advance(status, success)
@@ -259,6 +316,10 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
             for res in pool.wait():
                 i = res.index
                 run = running[i]
+                if res.config_error:  # the run's (or this task's) configuration, not the infrastructure:
+                    # every rerun would fail alike, so stop and record nothing (exit 2 in the CLI)
+                    raise ConfigError(f"{config.env_id}, task {run.spec.task_id!r} ({res.kind}): "
+                                      f"{str(res.error).splitlines()[0]}")
                 if res.lost or res.error:
                     finish(i, "lost", error=res.error)
                     start_next(i)
@@ -268,6 +329,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
                     run.instruction = info.get("instruction", "")
                     run.domain = domains[run.spec.task_id] = str(info.get("domain", ""))
                     run.reference_steps = info.get("reference_steps")
+                    run.reset_info = info
                     run.agent.reset(info)
                     act(i, obs)
                     continue
@@ -310,7 +372,8 @@ def _finalize(out: Path, config: EvalConfig) -> list[dict[str, Any]]:
     from guigym.eval.report import write_reports
     from guigym.eval.summary import summarize
 
-    records = read_jsonl(out / "results.jsonl")
+    keys = config.keys()  # only the episodes this run asks for
+    records = [r for r in read_jsonl(out / "results.jsonl") if r.get("key") in keys]
     write_json_atomic(out / "summary.json", summarize(records))
     write_reports(out, records, max_episodes=config.report_max_episodes)
     return records

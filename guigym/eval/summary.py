@@ -35,6 +35,23 @@ def latest_records(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any
     return by_key
 
 
+def unfinished(records: Iterable[dict[str, Any]], keys: Iterable[str]) -> tuple[int, dict[str, int]]:
+    """Episodes of ``keys`` with no finished record, and their causes: the first line of their
+    lost record's error (at most 160 characters) -> count; ``"not run"`` for keys with
+    no record at all (e.g. a run stopped early)."""
+    latest = latest_records(records)
+    causes: dict[str, int] = defaultdict(int)
+    n = 0
+    for key in keys:
+        r = latest.get(key)
+        if r is not None and r.get("status") in FINISHED:
+            continue
+        n += 1
+        cause = "not run" if r is None else (str(r.get("error") or "lost").strip().splitlines() or ["lost"])[0][:160]
+        causes[cause] += 1
+    return n, dict(sorted(causes.items(), key=lambda kv: -kv[1]))
+
+
 def episode_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
     """Scored episodes, lost, unscorable, success rate, mean score, mean steps and pass@k of a
     group of records (see the module docstring)."""

@@ -207,6 +207,11 @@ class RolloutConfig(_Section):
     max_wait_ms: float = Field(5.0, ge=0.0, description="HF engine: how long a batch waits to fill (default 5 ms)")
     max_lost_retries: int = Field(3, ge=0, description="retries of a rollout lost to an EnvInfraError (never scored 0; "
                                                        "default 3)")
+    policy_retries: int = Field(2, ge=0, description="a policy request that fails (server refused, timed out, HTTP 5xx) "
+                                                     "is sent again this often, then its rollout is lost and rerun "
+                                                     "(never scored 0; default 2)")
+    policy_backoff_s: float = Field(1.0, ge=0.0, description="seconds before the first policy retry, doubling each "
+                                                             "time, at most 30 (default 1)")
 
     @model_validator(mode="after")
     def _plain_tempered_sampling(self) -> "RolloutConfig":

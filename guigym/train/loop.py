@@ -238,6 +238,9 @@ class Trainer:
             raise ConfigError(f"run.dir {str(self.dir)!r} already has checkpoints ({existing.name}); pass --resume "
                               f"to continue that run or choose a new run.dir")
         if self.rank == 0:
+            from guigym.train.run_config import check_and_record
+
+            check_and_record(self.dir, cfg.to_dict(), resuming=self.resume, log=self.log)  # --resume: same recipe
             metrics_sinks.check(cfg.log)  # a missing tensorboard / wandb package, before the model loads
         if cfg.run.torch_threads:
             import torch
@@ -443,6 +446,8 @@ class Trainer:
                                 max_new_tokens=cfg.rollout.max_new_tokens,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 seed=seed, max_lost_retries=cfg.rollout.max_lost_retries, run_id=self.run_id,
+                                policy_retries=cfg.rollout.policy_retries,
+                                policy_backoff_s=cfg.rollout.policy_backoff_s,
                                 put_image=self.store.put_image if self.store is not None else None,
                                 task_specs=self.task_specs())
 
@@ -762,12 +767,36 @@ class Trainer:
             self.close()
 
 
+def check_env(cfg: TrainConfig, strict_paths: bool = True) -> list[str]:
+    """ConfigError naming the field when ``env.id``, ``env.kwargs`` (unknown options with the
+    closest name, the dialect, paths), ``env.tasks`` or ``eval.tasks`` are not what the env takes
+    (guigym/envs/options.py), before any env or model starts. With ``strict_paths=False``
+    (``--check`` of a recipe written for another machine) host paths that do not exist here are
+    returned as notes instead, and the tasks of a missing suite are not checked. WebArena-v0
+    without ``env.kwargs.config_file`` (its embedded sites) has its tasks checked when built."""
+    from guigym.core.errors import TaskSpecError
+    from guigym.envs.options import LISTED_ENVS, check_env_options, missing_paths, resolve_task_ids
+
+    check_env_options(cfg.env.id, cfg.env.kwargs, "env.kwargs", paths=strict_paths)
+    notes = missing_paths(cfg.env.id, cfg.env.kwargs, "env.kwargs")
+    if notes or cfg.env.id not in LISTED_ENVS or (cfg.env.id == "WebArena-v0" and not cfg.env.kwargs.get("config_file")):
+        return notes
+    for name, tasks in (("env.tasks", cfg.env.tasks), ("eval.tasks", cfg.eval.tasks)):
+        try:
+            if tasks:
+                resolve_task_ids(cfg.env.id, list(tasks), cfg.env.kwargs)
+        except TaskSpecError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+    return []
+
+
 def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), resume: bool = False,
         log: Any = print) -> dict[str, Any]:
     """Train from a :class:`TrainConfig` or a recipe path (+ ``key=value`` overrides). Returns the
     summary (start iteration, last metrics, and before/after evaluation with the z-test when
     ``eval.enabled``)."""
     cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
+    check_env(cfg)  # unknown env options, tasks, dialects, paths: now, not in the env workers
     if cfg.stage == "sft":  # supervised fine-tuning on demonstrations (guigym.train.sft)
         from guigym.train.sft import SFTTrainer
 
@@ -805,7 +834,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         cfg = load_recipe(args.recipe, args.overrides)
-        if args.check:
+        if args.check:  # (a run checks the env in run())
+            for note in check_env(cfg, strict_paths=False):
+                print(f"guigym train: note: {note} on this machine (the run needs it)", file=sys.stderr)
             import yaml
 
             from guigym.train.parallel import format_plan
@@ -816,7 +847,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         run(cfg, resume=args.resume, log=lambda m: print(m, flush=True))
     except ConfigError as exc:
-        print(f"guigym train: config error:\n{exc}", file=sys.stderr)
+        print(f"guigym train: config error: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -200,7 +200,9 @@ def select_tasks(task: Optional[str] = None, tasks: Optional[Sequence[str]] = No
         raise TaskSpecError(f"unknown MiniWoB suite {suite!r}; use 'all' or 'flight'")
     unknown = [n for n in names if n not in everything]
     if unknown:
-        raise TaskSpecError(f"unknown MiniWoB task(s): {', '.join(unknown)}")
+        from guigym.envs.options import did_you_mean
+
+        raise TaskSpecError(f"unknown MiniWoB task(s): {', '.join(unknown)}{did_you_mean(unknown[0], everything)}")
     selected = [everything[n] for n in names]
     kinds = {t.extra["kind"] for t in selected}
     if len(kinds) > 1:

@@ -137,7 +137,8 @@ class EnvCluster:
                                           group_size=r.num_generations, max_steps=c.env.max_steps,
                                           max_new_tokens=r.max_new_tokens, temperature=r.temperature, seed=seed,
                                           max_lost_retries=r.max_lost_retries, run_id=run_id,
-                                          put_image=self.store.put_image)
+                                          put_image=self.store.put_image, policy_retries=r.policy_retries,
+                                          policy_backoff_s=r.policy_backoff_s)
         self.run_id = run_id
         self._stop = threading.Event()
         self._closed = False

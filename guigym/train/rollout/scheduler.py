@@ -23,7 +23,10 @@ Env Cluster, sec. 3.4): whenever envs are free and no rollout is pending, it pul
 Lost rollouts (an :class:`~guigym.core.errors.EnvInfraError` in the worker, a worker that died or
 hung: ``PoolResult.lost``) are discarded and run again from reset (``stats.retries``); they are
 never scored. After ``max_lost_retries`` losses of the same rollout ``collect`` raises
-``EnvInfraError``.
+``EnvInfraError``. A policy-service request that fails (the server refused, timed out, answered
+HTTP 500, ...) is the policy's infrastructure, not the rollout's outcome: it is sent again after
+``policy_backoff_s`` (doubling) up to ``policy_retries`` times (``stats.policy_retries``), then the
+rollout is lost like one of a dead env worker -- never a reward-0 trajectory.
 
 Unscorable rollouts (the env ended the episode with ``info["unscorable"]``: its verifier could
 not score it, e.g. WebArena's ``fuzzy_match`` without an LLM judge; the env's reward 0.0 is only
@@ -101,6 +104,7 @@ class RolloutStats:
     trajectories: int = 0
     lost: int = 0
     retries: int = 0
+    policy_retries: int = 0  # policy requests sent again after a failure
     unscorable: int = 0
     policy_requests: int = 0
     policy_busy_s: float = 0.0
@@ -159,6 +163,7 @@ class _Run:
     max_steps: Optional[int] = None
     env_honours_max_steps: bool = True
     refs: dict[int, str] = field(default_factory=dict)
+    gen_failures: int = 0  # failed attempts of the policy request in flight
 
 
 def _json_safe(info: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
@@ -186,6 +191,9 @@ class RolloutScheduler:
         max_new_tokens, temperature: sampling settings of every request.
         seed: seeds the default episode seeds and every request's sampling seed.
         max_lost_retries: how often one rollout may be lost before ``collect`` gives up.
+        policy_retries, policy_backoff_s: a failed policy request is sent again up to
+            ``policy_retries`` times, ``policy_backoff_s`` (doubling, at most 30 s) apart; then
+            its rollout is lost (module docstring).
         run_id: copied into every trajectory.
         put_image: stores a screenshot and returns its ref (e.g. ``DataStore.put_blob``); default:
             kept in memory in :attr:`images` under ``mem:<n>`` refs.
@@ -199,7 +207,8 @@ class RolloutScheduler:
                  group_size: int = 8, max_steps: Union[int, dict[str, int], None] = None, max_new_tokens: int = 32,
                  temperature: float = 1.0, seed: int = 0, max_lost_retries: int = 3, run_id: str = "",
                  put_image: Optional[Callable[[np.ndarray], str]] = None,
-                 task_specs: Optional[dict[str, dict[str, Any]]] = None, final_state_chars: int = 8000) -> None:
+                 task_specs: Optional[dict[str, dict[str, Any]]] = None, final_state_chars: int = 8000,
+                 policy_retries: int = 2, policy_backoff_s: float = 1.0) -> None:
         if mode not in ("rollout", "sync"):
             raise ValueError(f"mode must be 'rollout' or 'sync', got {mode!r}")
         if group_size < 1:
@@ -216,6 +225,8 @@ class RolloutScheduler:
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.max_lost_retries = int(max_lost_retries)
+        self.policy_retries = int(policy_retries)
+        self.policy_backoff_s = float(policy_backoff_s)
         self.run_id = run_id
         self.put_image = put_image
         self.task_specs = dict(task_specs or {})
@@ -361,6 +372,7 @@ class RolloutScheduler:
         inflight = 0
         waiting_prompt: list[int] = []  # sync: envs whose observation is ready
         ready_action: list[int] = []  # sync: envs whose action is ready
+        resend: list[tuple[float, int, _Run]] = []  # (monotonic due time, env, run): failed policy requests
         stats = RolloutStats(mode=self.mode, num_envs=n)
         svc0 = self.service.stats()
         t0 = time.monotonic()
@@ -560,7 +572,18 @@ class RolloutScheduler:
             inflight -= 1
             if slots[i] is not run:
                 return
-            run.result = fut.result()  # a service error propagates: it is not the env's fault
+            exc = fut.exception()
+            if exc is not None:  # the policy's infrastructure failed: send again, then lose the rollout
+                if run.gen_failures < self.policy_retries:
+                    delay = min(self.policy_backoff_s * 2 ** run.gen_failures, 30.0)
+                    run.gen_failures += 1
+                    stats.policy_retries += 1
+                    resend.append((time.monotonic() + delay, i, run))
+                else:
+                    lost(i, f"policy service failed {run.gen_failures + 1} time(s): {type(exc).__name__}: {exc}")
+                return
+            run.gen_failures = 0
+            run.result = fut.result()
             if sync:
                 ready_action.append(i)
             else:
@@ -579,6 +602,15 @@ class RolloutScheduler:
         def more() -> bool:  # stream: jobs may still come
             return refill is not None and not (stop is not None and stop())
 
+        def resend_due() -> float:
+            """Send the failed requests that are due; seconds until the next one (inf: none)."""
+            now = time.monotonic()
+            for entry in [e for e in resend if e[0] <= now]:
+                resend.remove(entry)
+                if slots[entry[1]] is entry[2]:
+                    submit(entry[1])
+            return min((e[0] for e in resend), default=float("inf")) - now
+
         new_batch()
         while any(s is not None for s in slots) or pending or more():
             if not any(s is not None for s in slots):
@@ -588,6 +620,7 @@ class RolloutScheduler:
                 continue
             # stream with free envs: come back soon enough to pull for them
             idle_t = idle_wait_s if refill is not None and None in slots else 1.0
+            idle_t = max(0.0, min(idle_t, resend_due()))
             if pool.busy:
                 for res in pool.wait(timeout=0.002 if inflight else idle_t):
                     on_env(res)
@@ -597,6 +630,8 @@ class RolloutScheduler:
                     on_gen(*item)
                 except queue.Empty:
                     pass
+            elif resend:
+                time.sleep(idle_t)  # only failed requests waiting for their backoff
             while True:
                 try:
                     item = futq.get_nowait()
@@ -615,7 +650,7 @@ class RolloutScheduler:
                 for i in range(n):
                     if slots[i] is None:
                         start(i)  # pulls when nothing is pending
-            if not pool.busy and not inflight and not waiting_prompt and not ready_action and \
+            if not pool.busy and not inflight and not waiting_prompt and not ready_action and not resend and \
                     any(s is not None for s in slots):
                 raise RuntimeError("scheduler stalled: envs hold rollouts but nothing is in flight (bug)")
 
