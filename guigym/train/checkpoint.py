@@ -158,6 +158,12 @@ def load(path: str | Path, learner: Any, restore_rng: bool = True) -> dict[str, 
     # FSDP learners scatter a full (gathered) AdamW state back to their shards
     getattr(learner, "load_optimizer_state", learner.optimizer.load_state_dict)(opt["optimizer"])
     learner.scheduler.load_state_dict(opt["scheduler"])
+    # the optimizer state carries the LR the old run set for its next iteration; a resume that
+    # changes run.iterations (allowed) must continue on the *new* schedule from the same step
+    sched = learner.scheduler
+    for group, base, fn in zip(learner.optimizer.param_groups, sched.base_lrs, sched.lr_lambdas):
+        group["lr"] = base * fn(sched.last_epoch)
+    sched._last_lr = [g["lr"] for g in learner.optimizer.param_groups]
     learner.optimizer_steps = int(opt.get("optimizer_steps", 0))
     if restore_rng:
         set_rng_state(_load_pt(path / "rng.pt"))
