@@ -1,4 +1,8 @@
-"""Action dialects: text an agent writes <-> typed :mod:`guigym.core.actions`.
+"""The bottom of the action dialects: the :data:`DIALECTS` registry, the :class:`Dialect`
+protocol, :func:`build_action` / :func:`parse_call` and the canonical dialect. Every benchmark
+dialect in :mod:`guigym.core.dialects` imports this module and registers itself; this module
+imports none of them (the look-up that loads them all is :func:`guigym.core.dialect.get_dialect`,
+which re-exports everything here, so ``from guigym.core.dialect import DIALECTS`` keeps working).
 
 The canonical dialect prints one call per line with keyword arguments, in field order,
 omitting fields that hold their default::
@@ -170,29 +174,3 @@ class CanonicalDialect:
 
 
 CANONICAL = CanonicalDialect()
-
-
-def parse_action(text: str | A.Action, dialect: str = "canonical") -> A.Action:
-    """Parse ``text`` in the named dialect (a typed action passes through after validation)."""
-    if isinstance(text, A.Action):
-        try:
-            text.validate()
-        except ValueError as exc:
-            raise ActionParseError(str(exc)) from None
-        return text
-    return get_dialect(dialect).parse(text)
-
-
-def format_action(action: A.Action, dialect: str = "canonical") -> str:
-    return get_dialect(dialect).format(action)
-
-
-_INSTANCES: dict[str, Dialect] = {"canonical": CANONICAL}
-
-
-def get_dialect(name: str) -> Dialect:
-    if name not in _INSTANCES:
-        if name not in DIALECTS:
-            import guigym.core.dialects  # noqa: F401  (registers the benchmark dialects on first use)
-        _INSTANCES[name] = DIALECTS.get(name)()
-    return _INSTANCES[name]
