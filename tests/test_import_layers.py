@@ -230,7 +230,6 @@ def test_no_import_circles_between_guigym_modules(edges):
     assert not cycles, "import circles:\n" + "\n".join(_describe_cycle(c, edges) for c in cycles)
 
 
-@pytest.mark.xfail(strict=True, reason="guigym/models/ being split out of train (issue 33)")
 def test_agents_and_serve_import_nothing_from_train(edges):
     bad = sorted(
         f"{e.src} imports {e.dst} (line {e.line})" for e in edges

@@ -8,7 +8,7 @@ prefix ``response_ids[:t]`` generated so far, the allowed next tokens are the ch
 prefix's trie node, plus the end token where a candidate ends there.
 
 The same :meth:`CandidateConstraint.allowed` drives both sampling
-(:meth:`guigym.train.policy.hf_policy.HFPolicy.generate`) and the learner's log-prob recomputation
+(:meth:`guigym.models.hf_policy.HFPolicy.generate`) and the learner's log-prob recomputation
 (:meth:`HFPolicy.logprobs_tensor` with ``candidates=``): both take ``log_softmax`` over the logits
 with every other token set to -inf, so recorded and recomputed log-probs agree.
 

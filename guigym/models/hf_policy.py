@@ -9,7 +9,7 @@ exact ids back; nothing is re-tokenised.
 Sampling distribution: the model's raw next-token logits divided by ``temperature`` T, with the
 vision special tokens (``<|vision_start|>``, ``<|image_pad|>``, ...) masked to -inf (a reply may
 never contain them: they would desynchronise image features from image tokens), renormalised
-(:mod:`guigym.train.policy.logprobs` states it exactly). The recorded log-prob of each sampled
+(:mod:`guigym.models.logprobs` states it exactly). The recorded log-prob of each sampled
 token is the log-prob under that distribution, at the sampling temperature;
 :meth:`HFPolicy.logprobs_of` (``temperature=T``) and the learner return the same quantity from one
 forward pass. Nothing else shapes it: no top-k / top-p / repetition penalty, and the checkpoint's
@@ -21,7 +21,7 @@ is always the entropy of the temperature-1 distribution (what DART's top-entropy
 Sampling uses the Gumbel-max trick with one ``torch.Generator`` per sequence, so a reply depends
 only on (model, prompt, seed), not on what else is in the batch or on the global RNG.
 
-Constrained decoding (:mod:`guigym.train.rollout.constrain`): with ``candidates`` for a row, every
+Constrained decoding (:mod:`guigym.models.constrain`): with ``candidates`` for a row, every
 token that does not continue one of the candidate strings (or end a complete one) is masked to
 -inf as well, at sampling time and in :meth:`HFPolicy.logprobs_tensor` alike, so the recorded
 log-probs are those of the masked distribution and the recomputation reproduces them.
@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from guigym.train.policy.logprobs import SparseAllowed, masked_logprobs
-from guigym.train.rollout.constrain import CandidateConstraint, as_constraint
+from guigym.models.logprobs import SparseAllowed, masked_logprobs
+from guigym.models.constrain import CandidateConstraint, as_constraint
 
 ImageLike = Union[np.ndarray, Image.Image]
 

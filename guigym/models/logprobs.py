@@ -1,6 +1,6 @@
 """Log-probs of sampled tokens without (tokens x vocab) tensors for the prompt.
 
-Two pieces shared by :class:`~guigym.train.policy.hf_policy.HFPolicy` and the learner:
+Two pieces shared by :class:`~guigym.models.hf_policy.HFPolicy` and the learner:
 
 * :class:`ResponseRows` -- while :meth:`ResponseRows.select` is active, the model's output
   projection (``lm_head``) sees only the hidden states at the given (row, position) pairs, so a
@@ -16,7 +16,7 @@ Two pieces shared by :class:`~guigym.train.policy.hf_policy.HFPolicy` and the le
   by gather + segment log-sum-exp instead of a dense (N, V) boolean mask.
 
 Sampling distribution (what :func:`masked_logprobs` returns the log-prob under; the same one
-:class:`~guigym.train.policy.hf_policy._GumbelSampler` draws from)::
+:class:`~guigym.models.hf_policy._GumbelSampler` draws from)::
 
     z_v   = logit_v / T                      (T = temperature > 0)
     z_v   = -inf  for banned ids v           (vision markers, ids beyond the tokenizer)

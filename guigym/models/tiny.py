@@ -10,7 +10,7 @@ ChatML chat template that renders each image as ``<|vision_start|><|image_pad|><
 The saved directory loads with ``Qwen2_5_VLForConditionalGeneration.from_pretrained(path)`` /
 ``AutoModelForImageTextToText`` and ``AutoProcessor.from_pretrained(path)``.
 
-    python -m guigym.train.policy.tiny /tmp/tiny-qwen25vl
+    python -m guigym.models.tiny /tmp/tiny-qwen25vl
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def build(path: Union[str, Path], seed: int = 0, hidden: int = 64, layers: int =
     # transformers 5 builds Qwen2_5_VLProcessor only with torchvision (its video processor needs it);
     # write the processor/video configs by hand so AutoProcessor loads the directory where
     # torchvision is installed. guigym itself only needs the tokenizer + image processor
-    # (see guigym.train.policy.hf_policy).
+    # (see guigym.models.hf_policy).
     video = {k: v for k, v in json.loads((path / "preprocessor_config.json").read_text()).items()
              if k != "image_processor_type"}
     video["video_processor_type"] = "Qwen2VLVideoProcessor"
