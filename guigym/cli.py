@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands whose argument parsers live next to their code.
 _DELEGATED = {
-    ("train",): ("guigym.train.loop", "main"),
+    ("train",): ("guigym.train.main", "main"),
     ("doctor",): ("guigym.doctor", "main"),
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
     ("tasks", "coverage"): ("guigym.envs.desktop.coverage", "main"),

@@ -11,6 +11,8 @@ What counts as an import (docs/architecture.md, "Layers"):
   circle rule see it.
 * an import under ``if TYPE_CHECKING:`` never runs, so it is left out of the circle rule, but it
   still counts for the layer rule: a lower layer that names a higher layer's types depends on it.
+* an import under ``if __name__ == "__main__":`` is not counted: it runs only when the file is
+  the script (``python -m``), where the module is ``__main__``, not the guigym module.
 * ``from pkg import name`` is an edge to ``pkg.name`` when that is a guigym module, else to
   ``pkg``. Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those implicit
   parent edges are not counted (each package's own imports are its own edges), as import-linter
@@ -78,11 +80,20 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__" and len(test.comparators) == 1
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__")
+
+
 def _walk_imports(node: ast.AST, type_only: bool = False) -> Iterator[Tuple[ast.stmt, bool]]:
     """Every Import/ImportFrom below ``node`` (any depth), with whether it is type-only."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child, type_only
+        elif isinstance(child, ast.If) and _is_main_guard(child.test):
+            for stmt in child.orelse:
+                yield from _walk_imports(ast.Module(body=[stmt], type_ignores=[]), type_only)
         elif isinstance(child, ast.If) and _is_type_checking(child.test):
             for stmt in child.body:
                 yield from _walk_imports(ast.Module(body=[stmt], type_ignores=[]), True)
@@ -271,6 +282,7 @@ def test_checker_sees_function_level_and_relative_imports_but_not_type_checking_
         "core/d.py": "from .a import f\n",
         "envs/__init__.py": "",
         "envs/e.py": "import guigym.core.d\n",
+        "envs/f.py": "if __name__ == '__main__':\n    import guigym.core.a\n",
     })
     edges = import_edges(mods)
     pairs = {(e.src, e.dst, e.type_only) for e in edges}
@@ -279,6 +291,7 @@ def test_checker_sees_function_level_and_relative_imports_but_not_type_checking_
     assert ("guigym.core.c", "guigym.core.b", True) in pairs  # type-only
     assert ("guigym.core.d", "guigym.core.a", False) in pairs  # `from .a import f`
     assert ("guigym.envs.e", "guigym.core.d", False) in pairs
+    assert not any(e.src == "guigym.envs.f" for e in edges)  # script-only import
     assert import_cycles(edges) == []  # b -> c -> b only through TYPE_CHECKING
     assert layer_violations(edges) == []
 
