@@ -110,7 +110,7 @@ class CacheItem:
 
 def collect_items(tasks_dir: Path, cache_dir: Path) -> list[CacheItem]:
     """Every file the tasks under ``tasks_dir`` reference, one item per cache file."""
-    from guigym.envs.desktop.coverage import find_task_files
+    from guigym.envs.desktop.tasks import find_task_files
 
     cache_dir = Path(cache_dir)
     items: dict[Path, CacheItem] = {}
