@@ -235,7 +235,6 @@ def test_no_import_from_a_lower_layer_into_a_higher_one(edges):
     assert not bad, "upward imports (see docs/architecture.md, Layers):\n" + "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="circles being cut on this branch (issue 33)")
 def test_no_import_circles_between_guigym_modules(edges):
     cycles = import_cycles(edges)
     assert not cycles, "import circles:\n" + "\n".join(_describe_cycle(c, edges) for c in cycles)

@@ -39,8 +39,7 @@ from typing import Any, Callable, Optional
 
 from guigym.core.errors import ConfigError, EnvInfraError, TaskSpecError
 from guigym.core.paths import confine
-from guigym.envs.desktop.getters import atomic_write
-from guigym.envs.desktop.setup import download_cache_path
+from guigym.envs.desktop.evaluators.base import atomic_write, download_cache_path
 
 __all__ = ["CacheItem", "Manifest", "default_cache_dir", "download_targets", "cloud_file_targets",
            "collect_items", "download_all", "import_dir", "main"]

@@ -10,8 +10,8 @@ and the live web pages it needs. Each task is then
 * **runnable here** when it is code-complete and also needs no program this machine lacks
   (``app``), no live web (``network``) and no download missing from the cache (``cache``).
 
-The registries are read live (every ``metrics*``/``getters*`` module of this package is
-imported first), so a newly registered metric counts without touching this file.
+The registries are read live (:func:`guigym.envs.desktop.evaluators.load_all` first), so a
+newly registered metric counts without touching this file.
 
 ``DIR`` may be OSWorld's ``evaluation_examples`` (a ``test_all.json`` index + ``examples/``),
 an ``examples`` folder (``<domain>/<id>.json``), one domain folder, or an index JSON file
@@ -30,10 +30,8 @@ JSON output (``--json``)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import pkgutil
 import shlex
 import shutil
 import sys
@@ -56,14 +54,14 @@ RUNTIME_CATEGORIES = ("app", "network", "cache")
 CATEGORIES = CODE_CATEGORIES + RUNTIME_CATEGORIES + ("invalid",)
 
 #: getters that fetch a live web page themselves (OSWorld opens it with Playwright or requests);
-#: guigym's active_tab_info reads the tab already open instead (getters_browser.py), so it is not here
+#: guigym's active_tab_info reads the tab already open instead (evaluators/getters/browser.py), so it is not here
 NETWORK_GETTERS = frozenset({
     "info_from_website", "page_info", "pdf_from_url", "gotoRecreationPage_and_get_html_content",
     "googledrive_file",
 })
 #: metrics registered only to refuse, with a reason (counted as missing code): OSWorld's
 #: check_python_file_by_test_suite imports the agent's code, which may not run on the host, and a
-#: metric has no way into the desktop (metrics_misc.py)
+#: metric has no way into the desktop (evaluators/metrics/misc.py)
 REFUSED_METRICS = frozenset({"check_python_file_by_test_suite"})
 #: setup types that talk to a web service
 NETWORK_STEPS = frozenset({"googledrive", "login", "proxy"})
@@ -110,19 +108,13 @@ class Registries:
 
     @classmethod
     def live(cls) -> "Registries":
-        """Import every ``metrics*`` / ``getters*`` module of this package, then read
-        METRICS, GETTERS, STEP_HANDLERS and compare_table's rule types."""
-        pkg = importlib.import_module("guigym.envs.desktop")
-        for mod in pkgutil.iter_modules(pkg.__path__):
-            if mod.name.startswith(("metrics", "getters", "office")):
-                importlib.import_module(f"guigym.envs.desktop.{mod.name}")
-        from guigym.envs.desktop import office
-        from guigym.envs.desktop.getters import GETTERS
-        from guigym.envs.desktop.metrics import METRICS
+        """Load every getter and metric module (:func:`~guigym.envs.desktop.evaluators.load_all`),
+        then read METRICS, GETTERS, STEP_HANDLERS and compare_table's rule types."""
+        from guigym.envs.desktop.evaluators import GETTERS, METRICS, load_all
+        from guigym.envs.desktop.evaluators.metrics.table import _SUPPORTED_TABLE_RULES as rules
         from guigym.envs.desktop.setup import STEP_HANDLERS
 
-        rules = (getattr(office, "TABLE_RULES", None) or getattr(office, "SUPPORTED_TABLE_RULES", None)
-                 or getattr(office, "_SUPPORTED_TABLE_RULES", ()))
+        load_all()
         return cls(metrics=(frozenset(METRICS.names()) - REFUSED_METRICS) | {"infeasible"},
                    getters=frozenset(GETTERS.names()),
                    setup=frozenset(STEP_HANDLERS), table_rules=frozenset(rules))

@@ -127,7 +127,7 @@ def step_update_browse_history(ctx: Any, history: Sequence[Mapping[str, Any]]) -
         MissingToolError: the desktop has no python3 or no browser (``google-chrome``/``chromium``).
         EnvInfraError: the browser made no History database or it could not be written.
     """
-    from guigym.envs.desktop.setup import MissingToolError, _returncode
+    from guigym.envs.desktop.evaluators.base import MissingToolError, _returncode
 
     items = validate_history(history)
     if not ctx.has_tool("python3"):

@@ -37,7 +37,7 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
   (``/json/list``, ``/json/new?<url>``, ``/json/close/<id>``) from *inside* the desktop via
   ``/execute``, because the local sandbox may share no network namespace with the host.
 
-* ``update_browse_history`` (``history``): setup_history.py (the browser creates its own empty
+* ``update_browse_history`` (``history``): setup/history.py (the browser creates its own empty
   History instead of OSWorld's downloaded one).
 
 Other OSWorld types (``change_wallpaper``, ``googledrive``, ``login``, ``proxy``, ``tidy_desktop``,
@@ -61,12 +61,10 @@ import logging
 import os
 import re
 import shlex
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +72,12 @@ from typing import Any, Callable, Optional, Union
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.core.paths import confine
-from guigym.envs.desktop.getters import atomic_write
+from guigym.envs.desktop.evaluators.base import (  # noqa: F401  (errors and cache helpers re-exported: setup's public names)
+    MissingResourceError, MissingToolError, SetupUnavailableError, _returncode, atomic_write, download_cache_path,
+    fetch_url_to_cache,
+)
+from guigym.envs.desktop.evaluators.metrics.utils import compare_urls
+from guigym.envs.desktop.setup.history import step_update_browse_history
 from guigym.envs.desktop.tasks import SETUP_STEP_TYPES, osworld_vars, substitute
 
 log = logging.getLogger(__name__)
@@ -84,37 +87,6 @@ __all__ = [
     "STEP_HANDLERS", "UNSUPPORTED_STEPS", "run_setup", "download_cache_path", "compare_urls",
     "fetch_url_to_cache", "map_chrome_profile", "map_chrome_kill",
 ]
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class SetupUnavailableError(EnvInfraError):
-    """This desktop cannot run a setup step (a program, a file or a service is missing).
-
-    An infrastructure limit, never scored as task failure. ``missing`` names what is missing
-    (a program, a url, a step type); ``step_index``/``step_type`` say where (None outside a step).
-    """
-
-    def __init__(self, message: str, missing: str = "", step_index: Optional[int] = None,
-                 step_type: str = "") -> None:
-        super().__init__(message)
-        self.missing = missing
-        self.step_index = step_index
-        self.step_type = step_type
-
-
-class MissingToolError(SetupUnavailableError):
-    """A program a step needs is not installed in the desktop; ``missing`` is its name."""
-
-
-class MissingResourceError(SetupUnavailableError):
-    """A file a step needs is neither in the cache nor reachable; ``missing`` is the url or
-    local path, ``cache_path`` the file that would satisfy it."""
-
-    def __init__(self, message: str, missing: str = "", cache_path: str = "", **kw: Any) -> None:
-        super().__init__(message, missing, **kw)
-        self.cache_path = cache_path
 
 
 #: OSWorld step types that exist upstream but cannot run here, with the reason.
@@ -222,13 +194,6 @@ def map_chrome_profile(value: Any) -> Any:
     if isinstance(value, list):
         return [map_chrome_profile(v) for v in value]
     return value
-
-
-def _returncode(result: Any) -> Optional[int]:
-    if not isinstance(result, Mapping):
-        return None
-    rc = result.get("returncode", result.get("return_code"))
-    return rc if isinstance(rc, int) else None
 
 
 def _as_bool(value: Any) -> bool:
@@ -548,52 +513,6 @@ def step_upload_file(ctx: SetupContext, files: Any) -> None:
         ctx.client.upload_file(str(local), f["path"])
 
 
-def download_cache_path(cache_dir: Union[str, Path], url: str, path: str) -> Path:
-    """OSWorld's cache file for a ``download`` step: ``uuid5(NAMESPACE_URL, url)_basename(path)``."""
-    return Path(cache_dir) / f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}"
-
-
-def _network_reason(url: str, timeout: float = 3.0) -> Optional[str]:
-    """None when ``url``'s host accepts a TCP connection, else why not."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"not an http(s) url: {url!r}"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname, port), timeout=timeout):
-            return None
-    except OSError as e:
-        return f"{parts.hostname}:{port} unreachable ({e.strerror or e})"
-
-
-def fetch_url_to_cache(url: str, dest: Path, *, network_ok: Optional[bool], timeout: float = 300.0,
-                       what: str = "download") -> Path:
-    """Make ``dest`` hold the content of ``url``: kept if it exists, else fetched over the
-    network when ``network_ok`` allows (None: when the host answers). Atomic write.
-
-    Raises :class:`MissingResourceError` naming ``url`` and ``dest`` when neither works.
-    """
-    if dest.is_file():
-        return dest
-    hint = f"put the file at {dest} (the cache file for {url})"
-    if network_ok is False:
-        raise MissingResourceError(f"{what}: {url} is not cached and network use is off; {hint}",
-                                   missing=url, cache_path=str(dest))
-    reason = _network_reason(url)
-    if reason is not None:
-        raise MissingResourceError(f"{what}: {url} is not cached and the network is unavailable "
-                                   f"({reason}); {hint}", missing=url, cache_path=str(dest))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - task data urls
-            data = resp.read()
-    except (urllib.error.URLError, OSError) as e:
-        raise MissingResourceError(f"{what}: fetching {url} failed ({e}); {hint}",
-                                   missing=url, cache_path=str(dest)) from None
-    atomic_write(dest, data)
-    return dest
-
-
 def step_download(ctx: SetupContext, files: Any) -> None:
     """``_download_setup``: put ``url`` at ``path`` in the desktop, through the local cache."""
     for f in _file_list(files, ("url", "path")):
@@ -714,39 +633,6 @@ def step_chrome_open_tabs(ctx: SetupContext, urls_to_open: Sequence[str]) -> Non
             _desktop_http(ctx, "GET", f"{base}/json/close/{before[0]['id']}")
 
 
-def compare_urls(url1: Optional[str], url2: Optional[str], full: bool = True) -> bool:
-    """OSWorld's ``compare_urls`` (metrics/utils.py): scheme defaults to http, host lowercased
-    without a lone ``www`` subdomain and without its public suffix, ``/`` path dropped; with
-    ``full`` the params, query and fragment must match too.
-
-    OSWorld finds the suffix with tldextract; we use a small rule (last label, or last two when
-    the second-to-last is a generic second-level label like ``co``/``com``) so nothing is
-    downloaded. Ports are dropped, as tldextract drops them.
-    """
-    if url1 is None or url2 is None:
-        return url1 == url2
-    return _norm_url(url1, full) == _norm_url(url2, full)
-
-
-_SECOND_LEVEL = {"co", "com", "net", "org", "gov", "edu", "ac", "or", "ne", "go"}
-
-
-def _norm_url(url: str, full: bool) -> tuple[str, ...]:
-    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+\-.]*://", url):
-        url = "http://" + url
-    p = urllib.parse.urlparse(url)
-    host = (p.hostname or "").lower()
-    labels = host.split(".") if host else []
-    if host and not re.fullmatch(r"[\d.]+", host) and len(labels) > 1:
-        cut = 2 if len(labels) > 2 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL else 1
-        labels = labels[:-cut]
-    if len(labels) == 2 and labels[0] == "www":
-        labels = labels[1:]
-    path = p.path if p.path != "/" else ""
-    rest = (p.params, p.query, p.fragment) if full else ("", "", "")
-    return (p.scheme.lower(), ".".join(labels), path, *rest)
-
-
 def step_chrome_close_tabs(ctx: SetupContext, urls_to_close: Sequence[str]) -> None:
     """``_chrome_close_tabs_setup``: for each url close the first tab whose url matches it
     (:func:`compare_urls`)."""
@@ -764,7 +650,6 @@ def step_chrome_close_tabs(ctx: SetupContext, urls_to_close: Sequence[str]) -> N
 
 # --------------------------------------------------------------------------- dispatch
 
-from guigym.envs.desktop.setup_history import step_update_browse_history  # noqa: E402  (uses this module lazily)
 
 StepHandler = Callable[..., Any]
 

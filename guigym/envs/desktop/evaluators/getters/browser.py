@@ -35,10 +35,11 @@ from typing import Any, Optional
 from urllib.parse import parse_qs, urlparse
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop.getters import (
-    GETTERS, GetterContext, _need, extension_settings, read_profile_json,
+from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _need
+from guigym.envs.desktop.evaluators.getters.general import (
+    extension_settings, read_profile_json,
 )
-from guigym.envs.desktop.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
+from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
 
 log = logging.getLogger(__name__)
 

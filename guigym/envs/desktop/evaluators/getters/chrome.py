@@ -4,7 +4,7 @@ Settings come from the browser profile in the desktop: ``Default/Preferences``,
 ``Default/Secure Preferences``, the profile root's ``Local State`` and the SQLite databases
 ``Cookies`` and ``History``. Google Chrome's profile (``~/.config/google-chrome``, what OSWorld
 reads) is used when it has the file, else Chromium's (``~/.config/chromium``), as
-:func:`guigym.envs.desktop.getters.read_profile_json`.
+:func:`guigym.envs.desktop.evaluators.getters.general.read_profile_json`.
 
 The SQLite files are copied into the cache dir and read on the host. They are agent-influenced
 data: they are opened read-only (``mode=ro`` URI), with ``trusted_schema`` off and
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError
-from guigym.envs.desktop.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
-from guigym.envs.desktop.getters import (
-    BROWSER_PROFILES, GETTERS, NOT_JSON, GetterContext, _cache_target, _desktop_home, _need, atomic_write,
-    extension_settings, read_profile_json,
+from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
+from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write
+from guigym.envs.desktop.evaluators.getters.general import (
+    BROWSER_PROFILES, NOT_JSON, _desktop_home, extension_settings, read_profile_json,
 )
 
 log = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ PAGE_INFO_TIMEOUT = 40.0
 
 
 def _tab_request(ctx: GetterContext, action: str, arg: str) -> Optional[dict[str, Any]]:
-    from guigym.envs.desktop.getters_browser import chromium_ports
+    from guigym.envs.desktop.evaluators.getters.browser import chromium_ports
 
     ports = ",".join(str(p) for p in chromium_ports(ctx))
     res = ctx.client.execute(["python3", "-c", _TAB_SNIPPET, ports, action, arg, ",".join(CHROMIUM_NAMES)],
@@ -355,7 +355,7 @@ def get_page_info(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[dict[
     (also when it redirected elsewhere: the tab is read by its url, so when the agent has a tab
     with that url open too, the first one DevTools lists is read). **(differs)** OSWorld starts
     a browser when none listens."""
-    from guigym.envs.desktop.getters_browser import cdp_evaluate
+    from guigym.envs.desktop.evaluators.getters.browser import cdp_evaluate
 
     url = _need(spec, "url")
     opened = _tab_request(ctx, "open", url)

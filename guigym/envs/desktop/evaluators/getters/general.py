@@ -18,98 +18,18 @@ import copy
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone, tzinfo
-from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 from xml.etree import ElementTree as ET
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from guigym.core.errors import TaskSpecError
-from guigym.core.registry import Registry
+from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write, fetch_url_to_cache
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GETTERS", "GetterContext", "get", "resolve_relative_time", "apply_time_format"]
-
-
-@dataclass
-class GetterContext:
-    """What getters may use: the desktop, the host cache dir and a few evaluation settings.
-
-    ``now``: the evaluation time for ``rule_relativeTime`` (tz-aware or naive; None = the
-    real clock). ``timezone``: the default zone name when the rule names none (None = the
-    desktop's own UTC offset, see :func:`_desktop_timezone`). ``network_ok`` as in
-    :func:`guigym.envs.desktop.setup.run_setup` (``cloud_file``).
-    """
-
-    client: Any
-    cache_dir: Path
-    now: Optional[datetime] = None
-    timezone: Optional[str] = None
-    network_ok: Optional[bool] = None
-
-
-Getter = Callable[[GetterContext, Mapping[str, Any]], Any]
-
-#: getter type -> function(ctx, spec); OSWorld names (without the ``get_`` prefix).
-GETTERS: Registry[Getter] = Registry("osworld getter")
-
-
-def get(client: Any, spec: Mapping[str, Any], cache_dir: Union[str, Path], *,
-        now: Optional[datetime] = None, timezone: Optional[str] = None,
-        network_ok: Optional[bool] = None) -> Any:
-    """Run the getter ``spec["type"]`` against the desktop behind ``client``.
-
-    ``spec`` is not modified (OSWorld's ``rule_relativeTime`` rewrites its config in place;
-    we return a copy). Unknown types raise :class:`TaskSpecError` naming the type.
-    """
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("type"), str):
-        raise TaskSpecError(f"a getter spec must be an object with a string 'type', got {spec!r}")
-    kind = spec["type"]
-    if kind not in GETTERS:
-        raise TaskSpecError(f"unknown getter type {kind!r}; known: {', '.join(GETTERS.names())}")
-    cache = Path(cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
-    ctx = GetterContext(client=client, cache_dir=cache, now=now, timezone=timezone, network_ok=network_ok)
-    return GETTERS.get(kind)(ctx, copy.deepcopy(dict(spec)))
-
-
-def _need(spec: Mapping[str, Any], key: str, types: Union[type, tuple[type, ...]] = str) -> Any:
-    if key not in spec:
-        raise TaskSpecError(f"getter {spec.get('type')!r}: field {key!r} is missing")
-    value = spec[key]
-    if not isinstance(value, types):
-        want = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
-        raise TaskSpecError(f"getter {spec.get('type')!r}: field {key!r} must be {want}, got {value!r}")
-    return value
-
-
-def _cache_target(ctx: GetterContext, dest: str) -> Path:
-    """``cache_dir/dest``, refusing names that leave the cache dir."""
-    target = (ctx.cache_dir / dest).resolve()
-    root = ctx.cache_dir.resolve()
-    if root != target and root not in target.parents:
-        raise TaskSpecError(f"dest {dest!r} points outside the cache dir {root}")
-    return target
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file + rename (also used by setup.py)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+__all__ = ["resolve_relative_time", "apply_time_format", "read_profile_json", "extension_settings"]
 
 
 def _files(spec: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -177,7 +97,6 @@ def get_cloud_file(ctx: GetterContext, spec: Mapping[str, Any]) -> Any:
     """Download url(s) ``path`` to ``cache_dir/dest`` (``multi``/``gives`` as ``vm_file``); a
     file already in the cache is used as is; otherwise the network is used when allowed
     (:class:`~guigym.envs.desktop.setup.MissingResourceError` names the url and cache file)."""
-    from guigym.envs.desktop.setup import fetch_url_to_cache  # setup imports nothing from here
 
     paths, dests = _files(spec)
     gives = _gives(spec)
@@ -584,5 +503,3 @@ def get_profile_name(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[st
 
 
 # The getters in these modules register themselves into GETTERS on import.
-from guigym.envs.desktop import getters_apps, getters_browser  # noqa: E402,F401
-from guigym.envs.desktop import getters_chrome, getters_slides, getters_system  # noqa: E402,F401

@@ -25,14 +25,14 @@ from typing import Any, Optional
 from xml.etree import ElementTree as ET
 
 from guigym.core.errors import TaskSpecError
-from guigym.envs.desktop.getters import (
+from guigym.envs.desktop.evaluators.base import (
     GETTERS,
     GetterContext,
     _cache_target,
     _need,
     atomic_write,
 )
-from guigym.envs.desktop.metrics_impress import slide_part_names
+from guigym.envs.desktop.evaluators.metrics.impress import slide_part_names
 
 log = logging.getLogger(__name__)
 

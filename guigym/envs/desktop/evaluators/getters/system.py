@@ -1,6 +1,6 @@
 """OSWorld system getters: the wallpaper, the default video player, a VS Code command's output
-file, a row of a desktop spreadsheet. Registered on import (see the import at the end of
-getters.py).
+file, a row of a desktop spreadsheet. Registered on import (see
+:func:`guigym.envs.desktop.evaluators.load_all`).
 
 Names and return values follow ``desktop_env/evaluators/getters/`` ``info.py``
 (``get_vm_wallpaper``), ``vlc.py`` (``get_default_video_player``), ``vscode.py``
@@ -17,14 +17,14 @@ from typing import Any, Optional
 
 from guigym.core import actions as A
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop.getters import (
+from guigym.envs.desktop.evaluators.base import (
     GETTERS,
     GetterContext,
     _cache_target,
     _need,
     atomic_write,
-    get_vm_file,
 )
+from guigym.envs.desktop.evaluators.getters.general import get_vm_file
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def get_content_from_vm_file(ctx: GetterContext, spec: Mapping[str, Any]) -> Opt
     (``str`` of each pandas value: ``"nan"`` for an empty cell). The file is cached as its base
     name. None when the file is missing or the sheet has no data row (upstream raises there);
     other types/contents raise TaskSpecError (upstream: NotImplementedError / None)."""
-    from guigym.envs.desktop.office import require
+    from guigym.envs.desktop.evaluators.base import require
 
     path = _need(spec, "path")
     file_type, content = _need(spec, "file_type"), _need(spec, "file_content")

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError
-from guigym.envs.desktop.getters import GETTERS, GetterContext, _cache_target, _need, atomic_write
-from guigym.envs.desktop.port_owner import PORT_OWNER_CODE, VLC_NAMES
+from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write
+from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Semantics follow OSWorld's ``desktop_env/evaluators/metrics/`` (``thunderbird.py
 check_thunderbird_prefs/check_thunderbird_filter, ``chrome.py`` is_expected_url_pattern_match/
 is_expected_active_tab, ``vscode.py`` is_extension_installed, ``general.py``
 check_accessibility_tree). Rule values are matched with OSWorld's ``_match_value_to_rule``
-(:func:`guigym.envs.desktop.metrics_files.match_value_to_rule`). ``check_accessibility_tree``
+(:func:`guigym.envs.desktop.evaluators.metrics.utils.match_value_to_rule`). ``check_accessibility_tree``
 needs lxml and cssselect (the ``desktop`` extra); a missing one raises MetricDependencyError.
 """
 from __future__ import annotations
@@ -16,10 +16,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.metrics_files import match_value_to_rule
-from guigym.envs.desktop.office import require
-from guigym.envs.desktop.textsim import ratio
+from guigym.envs.desktop.evaluators.base import METRICS, require
+from guigym.envs.desktop.evaluators.metrics.utils import compare_urls, match_value_to_rule
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +176,6 @@ def is_expected_active_tab(active_tab_info: Union[str, Mapping[str, Any], None],
     """chrome.py: with ``rule["type"] == "url"``, the active tab's url (a string, or the ``url``
     of an ``active_tab_info`` dict) equals ``rule["url"]`` under OSWorld's ``compare_urls``
     (scheme default http, no ``www``, no public suffix, ``/`` path ignored). Other types -> 0."""
-    from guigym.envs.desktop.setup import compare_urls  # setup imports getters; keep import-time light
 
     if not active_tab_info:
         return 0.0
@@ -250,7 +248,6 @@ def is_expected_tabs(open_tabs: Optional[Sequence[Mapping[str, Any]]], rule: Map
     """chrome.py ``is_expected_tabs``: with ``rule["type"] == "url"``, 1 when the open tabs'
     urls and ``rule["urls"]`` have the same length and every expected url equals (OSWorld's
     ``compare_urls``) some open tab's url; any other type scores 0 (upstream logs it)."""
-    from guigym.envs.desktop.setup import compare_urls  # setup imports getters; keep import-time light
 
     if rule.get("type") != "url":
         log.warning("is_expected_tabs: unknown rule type %r", rule.get("type"))

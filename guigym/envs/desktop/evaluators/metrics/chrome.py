@@ -1,6 +1,6 @@
 """OSWorld Chrome metrics (``desktop_env/evaluators/metrics/chrome.py``).
 
-Inputs are what the Chrome getters return (getters_chrome.py, getters_browser.py): cookie and
+Inputs are what the Chrome getters return (getters/chrome.py, getters/browser.py): cookie and
 history rows, ``Local State`` flags, ``webkit.webprefs``, extension names, a tab's
 ``{"title", "url", "content"}``, ``{file name: text}`` of desktop shortcuts, HTML file paths.
 A None input (the getter found nothing) scores 0. Rule types OSWorld does not support raise
@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.office import require
+from guigym.envs.desktop.evaluators.base import METRICS, require
+from guigym.envs.desktop.evaluators.metrics.utils import compare_urls
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ def is_cookie_deleted(cookie_data: Optional[Sequence[Sequence[Any]]], rule: Mapp
     """``rule = {"type": "domains", "domains": [".amazon.com", ...]}``: 1 when no cookie row's
     ``host_key`` (column 1 of Chrome's ``cookies`` table) equals one of the domains under
     OSWorld's ``compare_urls``; 0 when one does. No cookie database (None) scores 0."""
-    from guigym.envs.desktop.setup import compare_urls  # setup imports getters; keep import-time light
 
     _rule_type(rule, "is_cookie_deleted", "domains")
     if cookie_data is None:
@@ -75,7 +74,7 @@ def check_font_size(font_size: Optional[Mapping[str, Any]], rule: Mapping[str, A
     absent: Chrome stores only changed values; OSWorld raises KeyError) is compared with
     ``rule``: ``{"type": "value", "value": v}`` (equal) or ``{"type": "range", "min", "max"}``
     (strictly between)."""
-    from guigym.envs.desktop.getters_chrome import CHROME_DEFAULT_FONT_SIZE
+    from guigym.envs.desktop.evaluators.getters.chrome import CHROME_DEFAULT_FONT_SIZE
 
     if font_size is None:
         return 0.0

@@ -2,16 +2,16 @@
 
 Semantics follow OSWorld's ``desktop_env/evaluators/metrics/docs.py`` (compare_docx_tables,
 compare_line_spacing) and ``chrome.py`` (compare_pdfs). python-docx and pypdf are optional
-libraries: a missing one raises :class:`~guigym.envs.desktop.office.MetricDependencyError`.
+libraries: a missing one raises :class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError`.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.office import compare_docx_files, require
-from guigym.envs.desktop.textsim import ratio
+from guigym.envs.desktop.evaluators.base import METRICS, MetricDependencyError, require
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 __all__ = ["compare_docx_tables", "compare_line_spacing", "compare_pdfs", "pdf_text"]
 
@@ -96,3 +96,71 @@ def compare_pdfs(pdf1_path: Union[str, Sequence[str], None], pdf2_path: Union[st
         except Exception:  # pypdf raises many types on a broken file; upstream logs and adds 0
             continue
     return score / len(seconds)
+
+
+# --------------------------------------------------------------------------- compare_docx_files
+
+
+def _docx_paragraphs(path: str) -> Optional[list[str]]:
+    docx = require("docx", "python-docx", "compare_docx_files")
+    try:
+        return [p.text for p in docx.Document(path).paragraphs]
+    except Exception:
+        return None
+
+
+@METRICS.register("compare_docx_files")
+def compare_docx_files(file1: Optional[str], file2: Optional[str], **options: Any) -> float:
+    """OSWorld ``docs.py`` ``compare_docx_files``: paragraph texts of two .docx files.
+
+    Options (OSWorld's defaults): ``ignore_blanks`` (True: whole text, whitespace runs collapsed),
+    ``ignore_case``, ``ignore_order`` (sort paragraphs), ``content_only`` (fuzzy ratio of the
+    collapsed texts), ``fuzzy_match`` (ratio instead of equality), ``delete_empty_lines``.
+    Returns 1/0, or a ratio in [0, 1] for the fuzzy modes. ``.odt`` files (odfpy upstream)
+    are not supported here and raise MetricDependencyError; other extensions score 0.
+    """
+    if not file1 or not file2:
+        return 0.0
+    f1, f2 = str(file1), str(file2)
+    if f1.endswith(".odt") and f2.endswith(".odt"):
+        raise MetricDependencyError("metric 'compare_docx_files' on .odt files needs odfpy, "
+                                    "which guigym does not support yet")
+    if not (f1.endswith(".docx") and f2.endswith(".docx")):
+        return 0.0
+    paras1, paras2 = _docx_paragraphs(f1), _docx_paragraphs(f2)
+    if paras1 is None or paras2 is None:
+        return 0.0
+    return score_paragraphs(paras1, paras2, **options)
+
+
+def score_paragraphs(paras1: list[str], paras2: list[str], **options: Any) -> float:
+    """The comparison part of ``compare_docx_files``, on paragraph texts (no file I/O)."""
+    ignore_blanks = options.get("ignore_blanks", True)
+    ignore_case = options.get("ignore_case", False)
+    if options.get("ignore_order", False):
+        paras1, paras2 = sorted(paras1), sorted(paras2)
+    if options.get("delete_empty_lines", False):
+        paras1 = [p for p in paras1 if p.strip()]
+        paras2 = [p for p in paras2 if p.strip()]
+
+    def collapsed(paras: list[str]) -> str:
+        text = re.sub(r"\s+", " ", "\n".join(paras)).strip()
+        return text.lower() if ignore_case else text
+
+    if options.get("content_only", False):
+        return ratio(collapsed(paras1), collapsed(paras2)) / 100.0
+    if ignore_blanks:
+        t1, t2 = collapsed(paras1), collapsed(paras2)
+        if options.get("fuzzy_match", False):
+            return ratio(t1, t2) / 100.0
+        return float(t1 == t2)
+    if len(paras1) != len(paras2):
+        return 0.0
+    if ignore_case:
+        paras1 = [p.lower() for p in paras1]
+        paras2 = [p.lower() for p in paras2]
+    if options.get("fuzzy_match", False):
+        if not paras1:
+            return 1.0
+        return sum(ratio(p1, p2) / 100.0 for p1, p2 in zip(paras1, paras2)) / len(paras1)
+    return float(paras1 == paras2)

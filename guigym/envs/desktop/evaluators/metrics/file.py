@@ -8,10 +8,7 @@ missing file scores 0.
 """
 from __future__ import annotations
 
-import builtins
-import functools
 import json
-import operator
 import os
 import re
 import shutil
@@ -20,8 +17,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.office import read_text_lines, require
+from guigym.envs.desktop.evaluators.base import METRICS, require
+from guigym.envs.desktop.evaluators.metrics.utils import match_value_to_rule, read_text_lines  # noqa: F401  (match_value_to_rule: in __all__)
 
 __all__ = ["check_list", "check_json", "match_value_to_rule", "compare_csv", "compare_archive",
            "check_json_keybindings"]
@@ -49,47 +46,6 @@ def check_list(result: Optional[str], rules: Mapping[str, Sequence[str]], **opti
     except (OSError, UnicodeDecodeError):
         return 0.0
     return float(all(found))
-
-
-def _regex_flags(method: str) -> re.RegexFlag:
-    """``"re.I.M"`` -> ``re.I | re.M`` (OSWorld's ``re.FLAG`` method names)."""
-    names = method.split(".")[1:]
-    return functools.reduce(operator.or_, (getattr(re, n) for n in names), re.RegexFlag(0))
-
-
-def match_value_to_rule(value: Any, rule: Mapping[str, Any]) -> bool:
-    """utils.py ``_match_value_to_rule``: ``rule = {"method": ..., "ref": ...}``.
-
-    Methods: ``re[.FLAG...]`` (``re.search(ref, value, flags)``), ``eq ne le lt ge gt``
-    (``operator.<m>(value, ref)``), ``approx:T`` (``|float(value) - ref| <= T``, unparseable value
-    False), ``range.XY`` (``ref[0] <X value <Y ref[1]``, X/Y in ``t`` (<) / ``e`` (<=)),
-    ``str_list_eq`` / ``str_set_eq`` (value split on ``,`` after stripping quotes, compared with
-    ``ref`` as list/set), ``spreadsheet_range`` (``ref[0]`` within value within ``ref[1]``,
-    openpyxl ranges). Other methods raise NotImplementedError naming them.
-    """
-    method = rule["method"]
-    ref = rule.get("ref")
-    if method.startswith("re"):
-        return re.search(ref, value, _regex_flags(method)) is not None
-    if method in ("eq", "ne", "le", "lt", "ge", "gt"):
-        return bool(getattr(operator, method)(value, ref))
-    if method.startswith("approx"):
-        threshold = float(method.split(":")[1])
-        try:
-            return abs(float(value) - ref) <= threshold
-        except (TypeError, ValueError):
-            return False
-    if method.startswith("range."):
-        left, right = method[6], method[7]
-        return bool(getattr(operator, "l" + left)(ref[0], value) and getattr(operator, "l" + right)(value, ref[1]))
-    if method in ("str_list_eq", "str_set_eq"):
-        container = getattr(builtins, method[4:-3])
-        return container(value.strip("\"'").split(",")) == container(ref)
-    if method == "spreadsheet_range":
-        cell_range = require("openpyxl.worksheet.cell_range", "openpyxl", "check_json")
-        inner, outer = cell_range.MultiCellRange(ref[0]), cell_range.MultiCellRange(ref[1])
-        return all(r in value for r in inner) and all(r in outer for r in value)
-    raise NotImplementedError(f"rule method {method!r} is not implemented (OSWorld _match_value_to_rule)")
 
 
 def _load_json_or_yaml(path: str, is_yaml: bool) -> Any:
@@ -155,7 +111,7 @@ def check_json(result: Optional[str], rules: Mapping[str, Any], is_yaml: bool = 
 def compare_csv(result: Optional[str], expected: Union[str, Sequence[str]], **options: Any) -> float:
     """table.py ``compare_csv``: the result file's lines equal some expected file's lines.
 
-    Files are read with :func:`guigym.envs.desktop.office.read_text_lines` (OSWorld's encoding
+    Files are read with :func:`guigym.envs.desktop.evaluators.metrics.utils.read_text_lines` (OSWorld's encoding
     order). ``expected`` is a path or a list of candidate paths (missing ones are skipped).
     Options: ``strict`` (default True; False strips every line), ``ignore_case``.
     """

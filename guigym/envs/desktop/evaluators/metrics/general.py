@@ -13,25 +13,10 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from guigym.core.registry import Registry
-from guigym.envs.desktop import office
-from guigym.envs.desktop.office import MetricDependencyError
-from guigym.envs.desktop.textsim import ratio
-
-Metric = Callable[..., float]
-
-#: name -> metric function, OSWorld names.
-METRICS: Registry[Metric] = Registry("osworld metric")
-
-__all__ = ["METRICS", "Metric", "MetricDependencyError", "evaluate", "get_metric"]
-
-
-def get_metric(name: str) -> Metric:
-    """The metric registered as ``name`` (KeyError listing the known ones otherwise)."""
-    return METRICS.get(name)
-
+from guigym.envs.desktop.evaluators.base import METRICS
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 def _read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
@@ -302,12 +287,6 @@ def check_moved_jpgs(directory_list: Optional[Mapping[str, Any]], rule: Mapping[
     return float(len(names) == len(expected) and set(names) == set(expected))
 
 
-# --------------------------------------------------------------------------- table.py, docs.py
-
-compare_table = METRICS.register("compare_table", office.compare_table)
-compare_docx_files = METRICS.register("compare_docx_files", office.compare_docx_files)
-
-
 # --------------------------------------------------------------------------- infeasible
 
 
@@ -317,100 +296,3 @@ def infeasible(result: Any = None, expected: Any = None, *, last_action: Optiona
     """metrics/__init__.py ``infeasible`` is a marker: DesktopEnv.evaluate scores such a task 1
     when the agent's last action was ``FAIL``, else 0. :func:`evaluate` applies that rule."""
     return float(last_action == "FAIL")
-
-
-# --------------------------------------------------------------------------- evaluate
-
-
-def _as_list(value: Any, n: int) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    return [value] * n
-
-
-def _present(spec: Mapping[str, Any], key: str) -> bool:
-    value = spec.get(key)
-    return value is not None and not (isinstance(value, (list, dict, str)) and len(value) == 0)
-
-
-def _run_one(func: str, result: Any, expected: Any, has_expected: bool, options: Optional[Mapping[str, Any]]
-             ) -> dict[str, Any]:
-    if result is None:
-        return {"func": func, "score": 0.0,
-                "reason": f"{func}: result is missing (the getter found no file or value)"}
-    metric = get_metric(func)
-    opts = dict(options or {})
-    raw = metric(result, expected, **opts) if has_expected else metric(result, **opts)
-    score = float(raw) if raw is not None else 0.0
-    item: dict[str, Any] = {"func": func, "score": min(1.0, max(0.0, score))}
-    if item["score"] != score:
-        item["raw_score"] = score
-    return item
-
-
-def evaluate(evaluator_spec: Mapping[str, Any], results: Any, expected: Any = None, *,
-             last_action: Optional[str] = None) -> tuple[float, dict[str, Any]]:
-    """Score one episode as OSWorld's ``DesktopEnv.evaluate`` does.
-
-    ``evaluator_spec`` is the task's ``evaluator`` dict; ``results``/``expected`` are what its
-    getters fetched (one value each for a single ``func``, lists as long as ``func`` otherwise;
-    ``expected`` is ignored where the spec has no ``expected``). ``last_action`` is the agent's
-    last action (``"FAIL"`` matters).
-
-    * ``func == "infeasible"``: 1 if the last action is FAIL, else 0. Any other task whose last
-      action is FAIL scores 0.
-    * A result that is None (missing file) scores 0 for that metric, with a reason.
-    * ``conj="and"`` (default): any metric at 0 makes the score 0 at once; otherwise the mean.
-      ``conj="or"``: any metric at 1 makes it 1 at once; otherwise the maximum.
-
-    Returns ``(score in [0, 1], details)``; details has ``funcs``, ``conj``, ``items`` (one per
-    metric run: func, score, reason if any) and ``reason``. Metric exceptions propagate.
-    """
-    func = evaluator_spec["func"]
-    conj = evaluator_spec.get("conj", "and")
-    details: dict[str, Any] = {"funcs": func, "conj": conj, "items": []}
-    if func == "infeasible":
-        score = float(last_action == "FAIL")
-        details["reason"] = ("agent said FAIL on an infeasible task" if score
-                             else "infeasible task: the agent's last action was not FAIL")
-        return score, details
-    if last_action == "FAIL":
-        details["reason"] = "the agent gave up (FAIL) on a feasible task"
-        return 0.0, details
-
-    has_expected = _present(evaluator_spec, "expected")
-    if isinstance(func, str):
-        item = _run_one(func, results, expected, has_expected, evaluator_spec.get("options"))
-        details["items"].append(item)
-        details["reason"] = item.get("reason", f"{func} scored {item['score']:g}")
-        return item["score"], details
-
-    n = len(func)
-    results_l = _as_list(results, n)
-    expected_l = _as_list(expected, n)
-    exp_specs = _as_list(evaluator_spec.get("expected"), n) if has_expected else [None] * n
-    opts_l = _as_list(evaluator_spec.get("options"), n)
-    if not (len(results_l) == len(expected_l) == n):
-        raise ValueError(f"evaluate: func lists {n} metrics but got {len(results_l)} results "
-                         f"and {len(expected_l)} expected values")
-    scores: list[float] = []
-    for i, name in enumerate(func):
-        item = _run_one(name, results_l[i], expected_l[i], bool(exp_specs[i]), opts_l[i])
-        details["items"].append(item)
-        scores.append(item["score"])
-        if conj == "and" and item["score"] == 0.0:
-            details["reason"] = item.get("reason", f"{name} scored 0 (conj 'and')")
-            return 0.0, details
-        if conj == "or" and item["score"] == 1.0:
-            details["reason"] = f"{name} scored 1 (conj 'or')"
-            return 1.0, details
-    score = sum(scores) / len(scores) if conj == "and" else max(scores)
-    details["reason"] = f"{'mean' if conj == 'and' else 'max'} of {len(scores)} metrics"
-    return score, details
-
-
-# The metrics in these modules register themselves into METRICS on import.
-from guigym.envs.desktop import metrics_docs, metrics_files, metrics_images, metrics_slides  # noqa: E402,F401
-from guigym.envs.desktop import metrics_apps  # noqa: E402,F401
-from guigym.envs.desktop import metrics_writer, metrics_impress, metrics_gimp  # noqa: E402,F401
-from guigym.envs.desktop import metrics_chrome, metrics_misc  # noqa: E402,F401

@@ -4,10 +4,10 @@ elsewhere upstream: ``slides.py`` check_image_stretch_and_center, ``chrome.py``
 compare_pdf_images and ``docs.py`` compare_image_text.
 
 Every metric takes ``(result, expected_or_rule, **options)`` paths as OSWorld's and returns 0/1.
-The SSIM is the numpy one of :mod:`metrics_images` (skimage's ``channel_axis=-1`` semantics).
+The SSIM is the numpy one of :mod:`.images` (skimage's ``channel_axis=-1`` semantics).
 A missing or unreadable file scores 0 (upstream raises, which OSWorld's runner scores 0).
 Optional libraries: python-pptx, pypdf, pytesseract + the ``tesseract`` binary (apt
-``tesseract-ocr``); a missing one raises :class:`~guigym.envs.desktop.office.MetricDependencyError`.
+``tesseract-ocr``); a missing one raises :class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError`.
 """
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from typing import Any, Optional
 import numpy as np
 from PIL import Image
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.metrics_images import structure_check_by_ssim
-from guigym.envs.desktop.office import MetricDependencyError, require
+from guigym.envs.desktop.evaluators.base import METRICS, MetricDependencyError, require
+from guigym.envs.desktop.evaluators.metrics.images import structure_check_by_ssim
 
 __all__ = ["check_saturation_increase_and_structure_sim", "check_file_exists_and_structure_sim",
            "check_triangle_position", "check_structure_sim_resized", "check_palette_and_structure_sim",

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 from PIL import Image, ImageStat
 
-from guigym.envs.desktop.metrics import METRICS
+from guigym.envs.desktop.evaluators.base import METRICS
 
 __all__ = ["ssim", "channel_last_ssim", "structure_check_by_ssim", "compare_images", "check_structure_sim", "check_brightness_decrease_and_structure_sim"]
 

@@ -2,7 +2,7 @@
 settings metrics that read ``registrymodifications.xcu``.
 
 Presentations are read with python-pptx (optional: a missing one raises
-:class:`~guigym.envs.desktop.office.MetricDependencyError`) or, for raw XML checks, as a zip.
+:class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError`) or, for raw XML checks, as a zip.
 LibreOffice's user settings file ``registrymodifications.xcu`` looks like::
 
     <oor:items xmlns:oor="http://openoffice.org/2001/registry" ...>
@@ -25,8 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 from xml.etree import ElementTree as ET
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.office import require
+from guigym.envs.desktop.evaluators.base import METRICS, require
 
 log = logging.getLogger(__name__)
 

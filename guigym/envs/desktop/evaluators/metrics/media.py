@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from guigym.envs.desktop.office import require
+from guigym.envs.desktop.evaluators.base import require
 
 __all__ = ["SAMPLE_RATE", "load_audio", "mfcc", "normalize_rows", "dtw_cosine", "phash", "hamming"]
 

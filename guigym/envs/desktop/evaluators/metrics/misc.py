@@ -1,12 +1,12 @@
 """OSWorld VLC, OS and multi-app metrics (``vlc.py``, ``basic_os.py``, ``others.py``,
-``general.py``, ``vscode.py``, ``table.py``, ``thunderbird.py``). Registered on import (see the
-import at the end of metrics.py).
+``general.py``, ``vscode.py``, ``table.py``, ``thunderbird.py``). Registered on import (see
+``guigym.envs.desktop.evaluators.load_all``).
 
 VLC settings are read from ``vlcrc`` (``key=value`` lines; VLC writes a default as a commented
 ``#key=value`` line, which upstream reads too; the last line for a key wins). A missing or
 unreadable agent file scores 0 where upstream would raise. Optional libraries (python-docx,
 openpyxl, pypdf, mutagen, scipy, soundfile, opencv) raise
-:class:`~guigym.envs.desktop.office.MetricDependencyError` naming the package.
+:class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError` naming the package.
 """
 from __future__ import annotations
 
@@ -20,10 +20,9 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.metrics_files import match_value_to_rule
-from guigym.envs.desktop.office import require
-from guigym.envs.desktop.textsim import ratio
+from guigym.envs.desktop.evaluators.base import METRICS, require
+from guigym.envs.desktop.evaluators.metrics.utils import match_value_to_rule
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +150,9 @@ def check_qt_bgcone(actual_config_path: Optional[str], rule: Mapping[str, Any], 
 def compare_audios(audio_path_1: Optional[str], audio_path_2: Optional[str], **options: Any) -> float:
     """vlc.py: ``1 / (1 + DTW cost)`` of the two files' MFCCs (each coefficient row scaled to max
     |value| 1, cosine frame distance); identical audio scores 1, other audio near 0. See
-    :mod:`guigym.envs.desktop.media` for the computation (exact DTW; upstream's fastdtw cost is
+    :mod:`guigym.envs.desktop.evaluators.metrics.media` for the computation (exact DTW; upstream's fastdtw cost is
     an upper bound of it). A missing, empty or undecodable file scores 0 (upstream raises)."""
-    from guigym.envs.desktop import media
+    from guigym.envs.desktop.evaluators.metrics import media
 
     if not audio_path_1 or not audio_path_2:
         return 0.0
@@ -180,7 +179,7 @@ def compare_videos(video_path1: Optional[str], video_path2: Optional[str], max_f
     score 1). Needs ``opencv-python-headless``."""
     from PIL import Image
 
-    from guigym.envs.desktop import media
+    from guigym.envs.desktop.evaluators.metrics import media
 
     cv2 = require("cv2", "opencv-python-headless", "compare_videos")
     if not video_path1 or not video_path2:

@@ -3,15 +3,14 @@
 A result presentation scores 1.0 only when every examined property matches the gold one, slide by
 slide and shape by shape; the ``examine_*`` options switch checks off (or, for the task-specific
 position checks, on). python-pptx is optional: a missing one raises
-:class:`~guigym.envs.desktop.office.MetricDependencyError`.
+:class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError`.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 from xml.etree import ElementTree
 
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.office import require
+from guigym.envs.desktop.evaluators.base import METRICS, require
 
 __all__ = ["compare_pptx_files", "PPTX_OPTION_DEFAULTS"]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 from xml.etree import ElementTree as ET
 
-from guigym.envs.desktop.textsim import ratio
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 __all__ = ["TABLE_RULES", "TableBooks", "read_cell_value", "read_cell_style", "load_charts",
            "load_pivot_tables", "load_xlsx_styles"]
@@ -38,6 +38,32 @@ __all__ = ["TABLE_RULES", "TableBooks", "read_cell_value", "read_cell_style", "l
 _NS_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _NS_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _NS_PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
+
+
+def _sheet_ref(idx: Union[int, str], result_names: list[str], expected_names: Optional[list[str]]
+               ) -> tuple[str, str]:
+    """OSWorld's ``_parse_sheet_idx``: 0 / "RI0" / "RNSheet1" (result), "EI0" / "ENSheet1"
+    (expected) -> ("result" | "expected", sheet name); an index out of range gives ""."""
+    def by_index(names: Optional[list[str]], i: int) -> str:
+        try:
+            return names[i] if names is not None else ""
+        except IndexError:
+            return ""
+
+    if isinstance(idx, int):
+        return "result", by_index(result_names, idx)
+    if not isinstance(idx, str):
+        raise ValueError(f"compare_table: unrecognised sheet index {idx!r}")
+    kind, rest = idx[:2], idx[2:]
+    if kind == "RI":
+        return "result", by_index(result_names, int(rest))
+    if kind == "RN":
+        return "result", rest
+    if kind == "EI":
+        return "expected", by_index(expected_names, int(rest))
+    if kind == "EN":
+        return "expected", rest
+    raise ValueError(f"compare_table: unrecognised sheet index {idx!r}")
 
 
 @dataclass
@@ -55,7 +81,6 @@ class TableBooks:
 
     def ref(self, idx: Union[int, str]) -> tuple[str, str]:
         """``sheet_idx`` -> (``"result"`` | ``"expected"``, sheet name); see office._sheet_ref."""
-        from guigym.envs.desktop.office import _sheet_ref
 
         return _sheet_ref(idx, self.names["result"] or [], self.names["expected"])
 
@@ -451,7 +476,7 @@ def _rule_style(rule: Mapping[str, Any], books: TableBooks) -> bool:
 def _rule_check_cell(rule: Mapping[str, Any], books: TableBooks) -> Optional[bool]:
     """Each ``props`` entry ``{"value" | style: {"method", "ref"}}`` of the cell ``coordinate``
     matches (``value`` is the stored value, :func:`read_cell_value`); any failure scores 0."""
-    from guigym.envs.desktop.metrics_files import match_value_to_rule
+    from guigym.envs.desktop.evaluators.metrics.utils import match_value_to_rule
 
     try:
         ws = books.worksheet(rule["sheet_idx"])
@@ -534,7 +559,7 @@ def _rule_freeze(rule: Mapping[str, Any], books: TableBooks) -> Optional[bool]:
 def _safe_match(value: Any, rule: Mapping[str, Any]) -> bool:
     """``match_value_to_rule``, a type mismatch (``lt`` between text and a number, ``str_set_eq``
     on a missing formula) read as no match (OSWorld raises out of the metric)."""
-    from guigym.envs.desktop.metrics_files import match_value_to_rule
+    from guigym.envs.desktop.evaluators.metrics.utils import match_value_to_rule
 
     try:
         return match_value_to_rule(value, rule)

@@ -6,7 +6,7 @@ Names, signatures and scores follow OSWorld's ``desktop_env/evaluators/metrics/d
 fetched by the result/expected getters and returns a float (0/1 unless a docstring says a ratio).
 A missing or unreadable result scores 0 (upstream mostly logs and returns 0 too). python-docx and
 pypdf are optional libraries: a missing one raises
-:class:`~guigym.envs.desktop.office.MetricDependencyError`. The .odt reader and the CIEDE2000
+:class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError`. The .odt reader and the CIEDE2000
 colour difference are written here on lxml / plain math, so neither odfpy nor scikit-image is
 needed.
 """
@@ -23,10 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from guigym.core.errors import ConfigError
-from guigym.envs.desktop.metrics import METRICS
-from guigym.envs.desktop.metrics_docs import _open_docx
-from guigym.envs.desktop.office import compare_docx_files, require, score_paragraphs
-from guigym.envs.desktop.textsim import ratio
+from guigym.envs.desktop.evaluators.base import METRICS, require
+from guigym.envs.desktop.evaluators.metrics.docs import _open_docx, compare_docx_files, score_paragraphs
+from guigym.envs.desktop.evaluators.textsim import ratio
 
 __all__ = [
     "check_tabstops", "compare_subscript_contains", "has_page_numbers_in_footers", "compare_font_names",
