@@ -70,7 +70,12 @@ Metric = Callable[..., float]
 #: name -> metric function, OSWorld names.
 METRICS: Registry[Metric] = Registry("osworld metric")
 
+
+# --------------------------------------------------------------------------- getter helpers
+
+
 def _need(spec: Mapping[str, Any], key: str, types: Union[type, tuple[type, ...]] = str) -> Any:
+    """``spec[key]`` when present and of ``types``, else a TaskSpecError naming the field."""
     if key not in spec:
         raise TaskSpecError(f"getter {spec.get('type')!r}: field {key!r} is missing")
     value = spec[key]
@@ -90,7 +95,7 @@ def _cache_target(ctx: GetterContext, dest: str) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file + rename (also used by setup.py)."""
+    """Write ``data`` to ``path`` through a temp file + rename (getters, setup steps, the download cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".part")
     try:
@@ -122,7 +127,7 @@ def require(module: str, package: str, metric: str) -> Any:
             f"(pip install {package})") from None
 
 
-# --------------------------------------------------------------------------- errors
+# --------------------------------------------------------------------------- setup errors, download cache
 
 
 class SetupUnavailableError(EnvInfraError):
@@ -154,6 +159,7 @@ class MissingResourceError(SetupUnavailableError):
 
 
 def _returncode(result: Any) -> Optional[int]:
+    """The exit status in an /execute result (``returncode`` or ``return_code``), None if absent."""
     if not isinstance(result, Mapping):
         return None
     rc = result.get("returncode", result.get("return_code"))
