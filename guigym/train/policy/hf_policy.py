@@ -1,7 +1,7 @@
-"""Moved to :mod:`guigym.models.hf_policy` (issue 33: model code used by agents, serve and the trainer sits below
-all three). This alias keeps the old import path working for one release and will then be
-removed: import ``guigym.models.hf_policy`` instead. The alias is the same module object, so its private names
-and monkeypatching work through either path.
+"""Moved to :mod:`guigym.models.hf_policy` (issue 33): model code that agents, serve and the trainer
+share sits below all three. This alias keeps the old path working for one release; import
+``guigym.models.hf_policy`` instead. It is the same module object, so private names and monkeypatching
+reach the code through either path.
 """
 import sys
 
