@@ -249,6 +249,22 @@ def test_agents_and_serve_import_nothing_from_train(edges):
     assert not bad, "\n".join(bad)
 
 
+def test_envs_wrappers_eval_and_core_never_import_torch():
+    """torch and transformers are the ``train`` extra; a user of the envs, wrappers or the eval
+    runner needs neither (DESIGN "Dependency rule"). Lazy imports count here too."""
+    heavy = ("torch", "transformers", "vllm", "peft")
+    bad = []
+    for mod, path in module_files().items():
+        if mod.split(".")[1:2] not in (["core"], ["envs"], ["wrappers"], ["eval"]):
+            continue
+        for stmt, _ in _walk_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            if isinstance(stmt, ast.ImportFrom) and stmt.level:
+                continue
+            bad += [f"{mod} imports {n} (line {stmt.lineno})" for n in names if n.split(".")[0] in heavy]
+    assert not bad, "\n".join(bad)
+
+
 def test_desktop_server_imports_only_itself(edges):
     """The in-desktop server runs on the desktop's Python, where guigym's other parts are absent."""
     srv = "guigym.envs.desktop.server"

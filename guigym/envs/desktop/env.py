@@ -390,7 +390,7 @@ def verify_task(env: OSWorldEnv, task: Task, last_action: Optional[A.Action]) ->
     """OSWorld's ``DesktopEnv.evaluate``: postconfig, then getters + metrics with ``conj``.
 
     Getter failures that mean "the desktop could not answer" raise EnvInfraError; a result the
-    getter could not find is None and scores 0 with a reason (metrics.evaluate).
+    getter could not find is None and scores 0 with a reason (evaluators.evaluate).
     """
     from guigym.envs.desktop.evaluators import evaluate, get
 

@@ -1,10 +1,10 @@
-"""OSWorld getters: fetch the state a metric compares (``evaluator.result`` / ``expected``).
+"""OSWorld's general getters: fetch the state a metric compares (``evaluator.result`` / ``expected``).
 
-A getter spec is ``{"type": name, ...options}``; :func:`get` looks ``name`` up in
-:data:`GETTERS` and returns what OSWorld's ``get_<name>`` returns (``desktop_env/evaluators/
-getters/{file,general,misc,info,chrome}.py``): files are copied into ``cache_dir`` and the local
-path is returned; a file missing in the desktop gives None, which :func:`metrics.evaluate`
-scores 0 with a reason. Transport failures raise :class:`EnvInfraError` (never a 0 score).
+A getter spec is ``{"type": name, ...options}``; :func:`guigym.envs.desktop.evaluators.get` looks
+``name`` up in :data:`~guigym.envs.desktop.evaluators.base.GETTERS` and returns what OSWorld's
+``get_<name>`` returns (``desktop_env/evaluators/getters/{file,general,misc,info,chrome}.py``):
+files are copied into ``cache_dir`` and the local path is returned; a file missing in the desktop
+gives None, which :func:`guigym.envs.desktop.evaluators.evaluate` scores 0 with a reason. Transport failures raise :class:`EnvInfraError` (never a 0 score).
 
 Registered: ``vm_file``, ``cache_file``, ``cloud_file``, ``vm_command_line``,
 ``vm_command_error``, ``vm_terminal_output``, ``rule``, ``rule_relativeTime``, ``time_diff_range``,

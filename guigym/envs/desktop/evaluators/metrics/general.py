@@ -1,11 +1,12 @@
-"""OSWorld-compatible metrics and the evaluator that combines them.
+"""OSWorld's general metrics (the evaluator that combines metrics, ``evaluate``, is
+:func:`guigym.envs.desktop.evaluators.evaluate`).
 
 Every metric has OSWorld's name, signature ``metric(result, expected_or_rules, **options)`` and
 return value (a float, mostly 0/1), as in ``desktop_env/evaluators/metrics/`` (``general.py``,
 ``vscode.py``, ``vlc.py``, ``gimp.py``, ``table.py``, ``docs.py``). ``result`` is what the
 result getter fetched (a local file path, a string, a dict); for the ``rule`` getter the
-expected value is the task's ``rules`` dict. :func:`evaluate` follows ``DesktopEnv.evaluate``
-in ``desktop_env/desktop_env.py``: the ``infeasible`` rule, ``conj`` "and"/"or" over lists.
+expected value is the task's ``rules`` dict. ``compare_table`` is in :mod:`.table`,
+``compare_docx_files`` in :mod:`.docs`.
 """
 from __future__ import annotations
 
@@ -294,5 +295,6 @@ def check_moved_jpgs(directory_list: Optional[Mapping[str, Any]], rule: Mapping[
 def infeasible(result: Any = None, expected: Any = None, *, last_action: Optional[str] = None,
                **options: Any) -> float:
     """metrics/__init__.py ``infeasible`` is a marker: DesktopEnv.evaluate scores such a task 1
-    when the agent's last action was ``FAIL``, else 0. :func:`evaluate` applies that rule."""
+    when the agent's last action was ``FAIL``, else 0.
+    :func:`guigym.envs.desktop.evaluators.evaluate` applies that rule."""
     return float(last_action == "FAIL")
