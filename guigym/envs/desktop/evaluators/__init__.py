@@ -33,14 +33,14 @@ def load_all() -> None:
     global _loaded
     if _loaded:
         return
+    # every module of getters/ and metrics/ (tests/test_moved_modules.py checks none is missing)
     from guigym.envs.desktop.evaluators.getters import (  # noqa: F401
-        browser, chrome, general, impress, system, vlc,
+        browser, chrome, general, impress, port_owner, system, vlc,
     )
     from guigym.envs.desktop.evaluators.metrics import (  # noqa: F401
-        apps, docs, file, gimp, images, media, misc, slides, table, writer,
+        apps, chrome as m_chrome, docs, file, general as m_general, gimp, images, impress as m_impress,
+        media, misc, slides, table, table_rules, utils, writer,
     )
-    from guigym.envs.desktop.evaluators.metrics import chrome as _chrome, general as _general  # noqa: F401
-    from guigym.envs.desktop.evaluators.metrics import impress as _impress  # noqa: F401
     _loaded = True
 
 
@@ -71,13 +71,13 @@ def get(client: Any, spec: Mapping[str, Any], cache_dir: Union[str, Path], *,
         raise TaskSpecError(f"a getter spec must be an object with a string 'type', got {spec!r}")
     kind = spec["type"]
     load_all()
-    GETTERS = _base.GETTERS
-    if kind not in GETTERS:
-        raise TaskSpecError(f"unknown getter type {kind!r}; known: {', '.join(GETTERS.names())}")
+    getters = _base.GETTERS
+    if kind not in getters:
+        raise TaskSpecError(f"unknown getter type {kind!r}; known: {', '.join(getters.names())}")
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     ctx = GetterContext(client=client, cache_dir=cache, now=now, timezone=timezone, network_ok=network_ok)
-    return GETTERS.get(kind)(ctx, copy.deepcopy(dict(spec)))
+    return getters.get(kind)(ctx, copy.deepcopy(dict(spec)))
 
 
 # --------------------------------------------------------------------------- evaluate
