@@ -23,7 +23,8 @@ _EV = "guigym.envs.desktop.evaluators"
 
 #: old module (under guigym.envs.desktop) -> new module(s); several = a view over them, in order
 MOVED: dict[str, tuple[str, ...]] = {
-    "getters": (_EV, f"{_EV}.base", f"{_EV}.getters.general"),
+    "getters": (_EV, f"{_EV}.base", f"{_EV}.getters.general", f"{_EV}.getters.file",
+                f"{_EV}.getters.misc", f"{_EV}.getters.info", f"{_EV}.getters.vlc", f"{_EV}.getters.gimp"),
     "getters_apps": (f"{_EV}.getters.vlc",),
     "getters_browser": (f"{_EV}.getters.browser",),
     "getters_chrome": (f"{_EV}.getters.chrome",),

@@ -35,7 +35,8 @@ def load_all() -> None:
         return
     # every module of getters/ and metrics/ (tests/test_moved_modules.py checks none is missing)
     from guigym.envs.desktop.evaluators.getters import (  # noqa: F401
-        browser, chrome, general, impress, port_owner, system, vlc,
+        browser, chrome, file as g_file, general, gimp as g_gimp, impress, info, misc as g_misc, port_owner,
+        system, vlc,
     )
     from guigym.envs.desktop.evaluators.metrics import (  # noqa: F401
         apps, chrome as m_chrome, docs, file, general as m_general, gimp, images, impress as m_impress,

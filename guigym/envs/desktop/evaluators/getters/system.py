@@ -24,7 +24,7 @@ from guigym.envs.desktop.evaluators.base import (
     _need,
     atomic_write,
 )
-from guigym.envs.desktop.evaluators.getters.general import get_vm_file
+from guigym.envs.desktop.evaluators.getters.file import get_vm_file
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError
 from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write
+from guigym.envs.desktop.evaluators.getters.general import _home_file_to_cache
 from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES
 
 log = logging.getLogger(__name__)
@@ -74,3 +75,9 @@ def get_vlc_playing_info(ctx: GetterContext, spec: Mapping[str, Any]) -> Optiona
     target = _cache_target(ctx, dest)
     atomic_write(target, body)
     return str(target)
+
+
+@GETTERS.register("vlc_config")
+def get_vlc_config(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
+    """VLC's ``~/.config/vlc/vlcrc`` copied to ``cache_dir/dest`` (None when VLC never wrote it)."""
+    return _home_file_to_cache(ctx, ".config/vlc/vlcrc", _need(spec, "dest"))
