@@ -83,7 +83,7 @@ condition="ALL"
 
 
 def test_thunderbird_filter_match_and_differences(tmp_path: Path) -> None:
-    from guigym.envs.desktop.evaluators.metrics.apps import parse_thunderbird_filters
+    from guigym.envs.desktop.evaluators.metrics.thunderbird import parse_thunderbird_filters
 
     p = tmp_path / "msgFilterRules.dat"
     p.write_text(FILTERS)

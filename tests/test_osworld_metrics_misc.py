@@ -1,4 +1,4 @@
-"""OSWorld VLC / OS / multi-app metrics (metrics_misc.py, media.py) and system getters
+"""OSWorld VLC / OS / multi-app metrics (evaluators/metrics/{vlc,misc,thunderbird,media}.py) and system getters
 (getters_system.py).
 
 Inputs are real files written in tmp_path: vlcrc text as VLC writes it, WAV tones (scipy), zip

@@ -40,7 +40,7 @@ def load_all() -> None:
     )
     from guigym.envs.desktop.evaluators.metrics import (  # noqa: F401
         apps, chrome as m_chrome, docs, file, general as m_general, gimp, images, impress as m_impress,
-        media, misc, slides, table, table_rules, utils, writer,
+        media, misc, slides, table, table_rules, thunderbird, utils, vlc as m_vlc, writer,
     )
     _loaded = True
 

@@ -7,10 +7,12 @@
   formatting, fonts, PDF pages, EPUB); :mod:`.slides` (``compare_pptx_files``) and
   :mod:`.impress` (Impress checks, LibreOffice settings);
 * :mod:`.gimp` and :mod:`.images` (SSIM, brightness, size); :mod:`.chrome`; :mod:`.apps`
-  (Thunderbird, tabs, bookmarks, a11y tree); :mod:`.file` (lists, JSON, CSV, archives);
-  :mod:`.misc` (VLC, audio/video, sqlite, multi-app) with :mod:`.media` (audio/video fingerprints);
+  (tabs, bookmarks, extensions, app config, a11y tree); :mod:`.thunderbird`; :mod:`.vlc`
+  (settings, playing state, audio/video with :mod:`.media` fingerprints); :mod:`.file` (lists,
+  JSON, CSV, archives); :mod:`.misc` (OS, sqlite, VS Code, multi-app: upstream's basic_os.py,
+  others.py, ...);
 * :mod:`.utils` -- helpers several of them share (``match_value_to_rule``, ``compare_urls``,
-  ``read_text_lines``), as upstream's ``utils.py``.
+  ``read_text_lines``, ``read_text``), as upstream's ``utils.py``.
 
 Each module registers into :data:`guigym.envs.desktop.evaluators.base.METRICS` on import;
 :func:`guigym.envs.desktop.evaluators.load_all` imports them all. Nothing is imported here.

@@ -1,8 +1,7 @@
-"""OSWorld metrics for app state: Thunderbird prefs and filters, browser tabs and extensions,
-and a11y-tree checks.
+"""OSWorld metrics for app state: browser tabs, bookmarks and extensions, app config files and
+a11y-tree checks (Thunderbird's are in :mod:`.thunderbird`, VLC's in :mod:`.vlc`).
 
-Semantics follow OSWorld's ``desktop_env/evaluators/metrics/`` (``thunderbird.py``
-check_thunderbird_prefs/check_thunderbird_filter, ``chrome.py`` is_expected_url_pattern_match/
+Semantics follow OSWorld's ``desktop_env/evaluators/metrics/`` (``chrome.py`` is_expected_url_pattern_match/
 is_expected_active_tab, ``vscode.py`` is_extension_installed, ``general.py``
 check_accessibility_tree). Rule values are matched with OSWorld's ``_match_value_to_rule``
 (:func:`guigym.envs.desktop.evaluators.metrics.utils.match_value_to_rule`). ``check_accessibility_tree``
@@ -10,128 +9,19 @@ needs lxml and cssselect (the ``desktop`` extra); a missing one raises MetricDep
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from guigym.envs.desktop.evaluators.base import METRICS, require
-from guigym.envs.desktop.evaluators.metrics.utils import compare_urls, match_value_to_rule
+from guigym.envs.desktop.evaluators.metrics.utils import compare_urls
 from guigym.envs.desktop.evaluators.textsim import ratio
 
 log = logging.getLogger(__name__)
 
-__all__ = ["check_thunderbird_prefs", "check_thunderbird_filter", "parse_thunderbird_filters",
-           "is_expected_url_pattern_match", "is_extension_installed", "is_expected_active_tab",
+__all__ = ["is_expected_url_pattern_match", "is_extension_installed", "is_expected_active_tab",
            "check_accessibility_tree", "A11Y_NAMESPACES"]
-
-
-def _safe_match(value: Any, rule: Mapping[str, Any]) -> bool:
-    """:func:`match_value_to_rule`, with a type mismatch (``re`` on a number, ``lt`` between a
-    string and a number) read as no match; OSWorld raises out of the metric there."""
-    try:
-        return match_value_to_rule(value, rule)
-    except TypeError:
-        return False
-
-
-def _match_record(pattern: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
-    """utils.py ``_match_record``: every key of ``pattern`` is in ``item`` with an equal value."""
-    return all(k in item and item[k] == v for k, v in pattern.items())
-
-
-# --------------------------------------------------------------------------- thunderbird.py
-
-#: one prefs.js line: ``user_pref("key", <JSON value>);``
-_PREF_LINE = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<val>.+)\);$')
-
-
-@METRICS.register("check_thunderbird_prefs")
-def check_thunderbird_prefs(result: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """thunderbird.py: ``result`` is a ``prefs.js`` path; ``rule = {"expect": {key: {"method",
-    "ref"}}, "unexpect": {key: {...}}}``.
-
-    Every ``expect`` key must be set and its last value must match its rule; no value of an
-    ``unexpect`` key may match its rule. Values are the JSON of each ``user_pref`` line; a line
-    whose value is not JSON is skipped (OSWorld raises). A missing file scores 0.
-    """
-    if result is None:
-        return 0.0
-    expect, unexpect = rule.get("expect", {}), rule.get("unexpect", {})
-    found = {k: False for k in expect}
-    clean = True
-    try:
-        with open(result, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return 0.0
-    for line in lines:
-        m = _PREF_LINE.match(line.strip())
-        if m is None:
-            continue
-        key = m.group("key")
-        try:
-            value = json.loads(m.group("val"))
-        except ValueError:
-            log.info("check_thunderbird_prefs: value of %s is not JSON: %r", key, m.group("val"))
-            continue
-        if key in expect:
-            found[key] = _safe_match(value, expect[key])
-        elif key in unexpect:
-            clean = clean and not _safe_match(value, unexpect[key])
-    return float(all(found.values()) and clean)
-
-
-#: one filter condition term of msgFilterRules.dat: ``AND (subject,contains,text)``, quoted
-#: values may hold ``)``; or the ``ALL`` condition
-_CONDITION = re.compile(r'\b(?:AND|OR) \((?:[\w ]+),(?:[\w \']+),(?:"(?:[^"]|\")+"|[^)]+)\)|\bALL\b')
-
-
-def _unescape(value: str) -> str:
-    return value.replace('\\"', '"').replace("\\\\", "\\")
-
-
-def parse_thunderbird_filters(text: str) -> list[dict[str, Any]]:
-    """Filters of a ``msgFilterRules.dat``: each ``{"name", "enabled", "type", "action",
-    "actionValue", "condition": [terms]}`` (string values unescaped; a later ``action`` of the
-    same filter replaces an earlier one). As OSWorld, a filter is complete at its ``condition=``
-    line; one without a condition is dropped."""
-    filters: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    for line in text.splitlines():
-        key, sep, raw = line.partition("=")
-        if not sep or key not in ("name", "enabled", "type", "action", "actionValue", "condition"):
-            continue
-        value = raw[1:-1] if len(raw) >= 2 and raw[0] == raw[-1] == '"' else raw
-        value = _unescape(value)
-        if key == "name":
-            current = {"name": value}
-        elif key == "condition":
-            current["condition"] = _CONDITION.findall(value)
-            filters.append(current)
-        else:
-            current[key] = value
-    return filters
-
-
-@METRICS.register("check_thunderbird_filter")
-def check_thunderbird_filter(result: Optional[str], rules: Mapping[str, Sequence[Mapping[str, Any]]],
-                             **options: Any) -> float:
-    """thunderbird.py: ``result`` is a ``msgFilterRules.dat`` path; every record of
-    ``rules["expect"]`` must equal (on its keys) some filter of :func:`parse_thunderbird_filters`
-    and no record of ``rules["unexpect"]`` may. A missing file scores 0."""
-    if result is None:
-        return 0.0
-    try:
-        with open(result, encoding="utf-8", errors="replace") as f:
-            filters = parse_thunderbird_filters(f.read())
-    except OSError:
-        return 0.0
-    expect, unexpect = rules.get("expect", []), rules.get("unexpect", [])
-    found = [any(_match_record(r, flt) for flt in filters) for r in expect]
-    clean = not any(_match_record(r, flt) for flt in filters for r in unexpect)
-    return float(all(found) and clean)
 
 
 # --------------------------------------------------------------------------- chrome.py, vscode.py
@@ -307,29 +197,3 @@ def compare_config(actual: Optional[str], rules: Mapping[str, Any], **options: A
             return float(f.read() == rules["expected"])
     except (OSError, UnicodeDecodeError):
         return 0.0
-
-
-@METRICS.register("is_vlc_playing")
-def is_vlc_playing(actual_status_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py ``is_vlc_playing`` on VLC's ``status.xml`` (the ``vlc_playing_info`` getter): 1 when
-    ``<state>`` is ``playing`` and the meta ``filename`` (``rule["type"] == "file_name"``) or
-    ``url`` (``"url"``) info ends with ``rule["file_name"]`` / ``rule["url"]``. No file, another
-    state, or unparseable XML: 0."""
-    import xml.etree.ElementTree as ET
-
-    if not actual_status_path:
-        return 0.0
-    try:
-        with open(actual_status_path, "rb") as f:
-            tree = ET.fromstring(f.read())
-    except (OSError, ET.ParseError):
-        return 0.0
-    if (tree.findtext("state") or "").strip() != "playing":
-        return 0.0
-    kind = rule.get("type")
-    if kind not in ("file_name", "url"):
-        log.warning("is_vlc_playing: unknown rule type %r", kind)
-        return 0.0
-    key = "filename" if kind == "file_name" else "url"
-    info = tree.findtext(f'information/category[@name="meta"]/info[@name="{key}"]')
-    return float(bool(info) and info.endswith(rule[kind]))

@@ -1,11 +1,8 @@
-"""OSWorld VLC, OS and multi-app metrics (``vlc.py``, ``basic_os.py``, ``others.py``,
-``general.py``, ``vscode.py``, ``table.py``, ``thunderbird.py``). Registered on import (see
-``guigym.envs.desktop.evaluators.load_all``).
-
-VLC settings are read from ``vlcrc`` (``key=value`` lines; VLC writes a default as a commented
-``#key=value`` line, which upstream reads too; the last line for a key wins). A missing or
-unreadable agent file scores 0 where upstream would raise. Optional libraries (python-docx,
-openpyxl, pypdf, mutagen, scipy, soundfile, opencv) raise
+"""OSWorld's OS and multi-app metrics (``basic_os.py``, ``others.py``, ``general.py``,
+``vscode.py``, ``table.py``). Registered on import (see
+``guigym.envs.desktop.evaluators.load_all``); VLC's are in :mod:`.vlc`, Thunderbird's in
+:mod:`.thunderbird`. A missing or unreadable agent file scores 0 where upstream would raise.
+Optional libraries (python-docx, openpyxl, pypdf, mutagen) raise
 :class:`~guigym.envs.desktop.evaluators.base.MetricDependencyError` naming the package.
 """
 from __future__ import annotations
@@ -13,197 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import logging
-import re
 import sqlite3
 import urllib.parse
 import zipfile
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from guigym.envs.desktop.evaluators.base import METRICS, require
 from guigym.envs.desktop.evaluators.metrics.utils import match_value_to_rule
+from guigym.envs.desktop.evaluators.metrics.utils import read_text as _read
 from guigym.envs.desktop.evaluators.textsim import ratio
 
 log = logging.getLogger(__name__)
 
-__all__ = ["vlcrc_value", "split_mbox"]
-
-
-def _read(path: Optional[str]) -> Optional[str]:
-    """The file's text (undecodable bytes replaced), None when there is no file."""
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-# --------------------------------------------------------------------------- vlc.py
-
-
-def vlcrc_value(text: str, key: str, default: Optional[str], comments: bool = True) -> Optional[str]:
-    """The value of the last ``key=value`` line of a vlcrc (``#key=value`` too when ``comments``),
-    stripped; ``default`` when no line sets it."""
-    pattern = re.compile(rf"^\s*{'#?' if comments else ''}\s*{re.escape(key)}=(.*)$")
-    value = default
-    for line in text.split("\n"):
-        m = pattern.match(line)
-        if m:
-            value = m.group(1).strip()
-    return value
-
-
-def _vlc_setting(path: Optional[str], key: str, default: str, want: Any) -> float:
-    text = _read(path)
-    if text is None:
-        return 0.0
-    return float(vlcrc_value(text, key, default) == str(want))
-
-
-@METRICS.register("is_vlc_recordings_folder")
-def is_vlc_recordings_folder(actual_config_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py: the first uncommented ``input-record-path=`` line of vlcrc holds exactly
-    ``rule["recording_file_path"]``; no such line (VLC's default folder) scores 0."""
-    text = _read(actual_config_path)
-    if text is None:
-        return 0.0
-    for line in text.split("\n"):
-        if line.startswith("#") or not line.strip() or "input-record-path" not in line:
-            continue
-        # upstream takes the text after the last "="; a path may hold "=", so split at the first
-        return float(line.partition("=")[2].strip() == rule["recording_file_path"])
-    return 0.0
-
-
-@METRICS.register("is_vlc_fullscreen")
-def is_vlc_fullscreen(actual_window_size: Optional[Mapping[str, Any]], screen_size: Optional[Mapping[str, Any]],
-                      **options: Any) -> float:
-    """vlc.py: the two ``{"width", "height"}`` dicts are equal (the tasks pass the screen size as
-    result and VLC's window size as expected; the test is symmetric). A missing one scores 0."""
-    if not isinstance(actual_window_size, Mapping) or not isinstance(screen_size, Mapping):
-        return 0.0
-    return float(actual_window_size.get("width") == screen_size.get("width")
-                 and actual_window_size.get("height") == screen_size.get("height"))
-
-
-@METRICS.register("check_global_key_play_pause")
-def check_global_key_play_pause(actual_config_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py: ``global-key-play-pause`` counts as "1" when the last line sets a non-empty key,
-    "0" when empty or absent; equal to ``str(rule["expected_global_key_play_pause"])``."""
-    text = _read(actual_config_path)
-    if text is None:
-        return 0.0
-    value = vlcrc_value(text, "global-key-play-pause", "")
-    return float(("1" if value else "0") == str(rule["expected_global_key_play_pause"]))
-
-
-#: VLC's default qt-slider-colours (4 RGB triples)
-DEFAULT_SLIDER_COLOURS = "153;210;153;20;210;20;255;199;15;245;39;29"
-
-
-@METRICS.register("check_qt_slider_colours")
-def check_qt_slider_colours(actual_config_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py: ``rule["type"]`` ``match``: ``qt-slider-colours`` equals
-    ``rule["expected_qt_slider_colours"]``; ``blackish``: every R, G, B of its ``;``-separated
-    triples is below 100. Default :data:`DEFAULT_SLIDER_COLOURS`; unparseable or another type: 0."""
-    text = _read(actual_config_path)
-    if text is None:
-        return 0.0
-    value = vlcrc_value(text, "qt-slider-colours", DEFAULT_SLIDER_COLOURS) or ""
-    kind = rule.get("type")
-    if kind == "match":
-        return float(value == rule["expected_qt_slider_colours"])
-    if kind == "blackish":
-        try:
-            numbers = [int(x) for x in value.split(";")]
-        except ValueError:
-            return 0.0
-        return float(all(v < 100 for v in numbers))
-    log.warning("check_qt_slider_colours: unknown rule type %r", kind)
-    return 0.0
-
-
-@METRICS.register("check_qt_minimal_view")
-def check_qt_minimal_view(actual_config_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py: ``qt-minimal-view`` (default "0") equals ``str(rule["expected_qt_minimal_view"])``."""
-    return _vlc_setting(actual_config_path, "qt-minimal-view", "0", rule["expected_qt_minimal_view"])
-
-
-@METRICS.register("check_one_instance_when_started_from_file")
-def check_one_instance_when_started_from_file(actual_config_path: Optional[str], rule: Mapping[str, Any],
-                                              **options: Any) -> float:
-    """vlc.py: ``one-instance-when-started-from-file`` (default "1") equals
-    ``str(rule["expected_one_instance_when_started_from_file"])``."""
-    return _vlc_setting(actual_config_path, "one-instance-when-started-from-file", "1",
-                        rule["expected_one_instance_when_started_from_file"])
-
-
-@METRICS.register("check_qt_bgcone")
-def check_qt_bgcone(actual_config_path: Optional[str], rule: Mapping[str, Any], **options: Any) -> float:
-    """vlc.py: ``qt-bgcone`` (default "1") equals ``str(rule["expected_qt_bgcone"])``."""
-    return _vlc_setting(actual_config_path, "qt-bgcone", "1", rule["expected_qt_bgcone"])
-
-
-@METRICS.register("compare_audios")
-def compare_audios(audio_path_1: Optional[str], audio_path_2: Optional[str], **options: Any) -> float:
-    """vlc.py: ``1 / (1 + DTW cost)`` of the two files' MFCCs (each coefficient row scaled to max
-    |value| 1, cosine frame distance); identical audio scores 1, other audio near 0. See
-    :mod:`guigym.envs.desktop.evaluators.metrics.media` for the computation (exact DTW; upstream's fastdtw cost is
-    an upper bound of it). A missing, empty or undecodable file scores 0 (upstream raises)."""
-    from guigym.envs.desktop.evaluators.metrics import media
-
-    if not audio_path_1 or not audio_path_2:
-        return 0.0
-    feats = []
-    for path in (audio_path_1, audio_path_2):
-        try:
-            y = media.load_audio(path)
-        except (OSError, ValueError) as e:
-            log.info("compare_audios: cannot decode %s: %s", path, e)
-            return 0.0
-        if y.size == 0:
-            return 0.0
-        feats.append(media.normalize_rows(media.mfcc(y)).T)
-    return 1.0 / (1.0 + media.dtw_cosine(feats[0], feats[1]))
-
-
-@METRICS.register("compare_videos")
-def compare_videos(video_path1: Optional[str], video_path2: Optional[str], max_frames_to_check: int = 100,
-                   threshold: int = 5, **options: Any) -> float:
-    """vlc.py: read both videos frame by frame (OpenCV) for up to ``max_frames_to_check`` frames;
-    a frame pair whose perceptual hashes differ in more than ``threshold`` bits is a mismatch,
-    and more than ``threshold`` mismatches scores 0. When a video ends first the score is 1 only
-    if both end together. A file OpenCV cannot open scores 0 (upstream's two unreadable files
-    score 1). Needs ``opencv-python-headless``."""
-    from PIL import Image
-
-    from guigym.envs.desktop.evaluators.metrics import media
-
-    cv2 = require("cv2", "opencv-python-headless", "compare_videos")
-    if not video_path1 or not video_path2:
-        return 0.0
-    cap1, cap2 = cv2.VideoCapture(video_path1), cv2.VideoCapture(video_path2)
-    try:
-        if not cap1.isOpened() or not cap2.isOpened():
-            return 0.0
-        mismatches = 0
-        for _ in range(int(max_frames_to_check)):
-            ok1, frame1 = cap1.read()
-            ok2, frame2 = cap2.read()
-            if not ok1 or not ok2:
-                return float(ok1 == ok2)
-            h1 = media.phash(Image.fromarray(cv2.cvtColor(frame1, cv2.COLOR_BGR2RGB)))
-            h2 = media.phash(Image.fromarray(cv2.cvtColor(frame2, cv2.COLOR_BGR2RGB)))
-            if media.hamming(h1, h2) > threshold:
-                mismatches += 1
-                if mismatches > threshold:
-                    return 0.0
-        return 1.0
-    finally:
-        cap1.release()
-        cap2.release()
+__all__: list[str] = []
 
 
 # --------------------------------------------------------------------------- others.py, basic_os.py
@@ -459,85 +279,5 @@ def compare_conference_city_in_order(actual_city_list_path: Optional[str], expec
             return 0.0
         choices = [want] if isinstance(want, str) else want
         if not isinstance(choices, list) or not any(isinstance(c, str) and c in got for c in choices):
-            return 0.0
-    return 1.0
-
-
-# --------------------------------------------------------------------------- thunderbird.py
-
-#: an mbox envelope line: "From <sender> <ctime date>" (Thunderbird: "From - Mon Jan 29 10:00:00 2024");
-#: the clock time keeps a body line like "From now on, ..." of an unescaped .eml from matching
-_MBOX_FROM = re.compile(r"^From \S+ .*\b\d\d:\d\d:\d\d\b", re.MULTILINE)
-
-
-def split_mbox(text: str) -> list[str]:
-    """The messages of an mbox text, each without its ``From `` envelope line (sender and a
-    ``HH:MM:SS`` time, see :data:`_MBOX_FROM`); text before the
-    first envelope line (all of a single ``.eml``) is a message of its own when not blank. Line
-    ends become ``\\n``."""
-    text = text.replace("\r\n", "\n")
-    starts = [m.start() for m in _MBOX_FROM.finditer(text)]
-    head = text[:starts[0]] if starts else text
-    messages = [head] if head.strip() else []
-    for s, e in zip(starts, starts[1:] + [len(text)]):
-        messages.append(text[s:e].partition("\n")[2])
-    return messages
-
-
-def _normalise_message(msg: str, ignore_status: bool, ignore_keys: bool) -> str:
-    """Drop X-Mozilla-Status/Status2 (``ignore_status``) and X-Mozilla-Keys (``ignore_keys``)
-    header lines, then strip."""
-    head, sep, body = msg.partition("\n\n")
-    lines = head.split("\n")
-    if ignore_status:
-        lines = [ln for ln in lines if not re.match(r"X-Mozilla-Status\d?:", ln)]
-    if ignore_keys:
-        lines = [ln for ln in lines if not ln.startswith("X-Mozilla-Keys:")]
-    return ("\n".join(lines) + sep + body).strip()
-
-
-def _folder_messages(path: str, options: Mapping[str, Any]) -> Optional[list[str]]:
-    text = _read(path)
-    if text is None:
-        return None
-    out = []
-    for msg in split_mbox(text):
-        if options.get("remove_deleted", True) and re.search(r"X-Mozilla-Status: 000[89]", msg):
-            continue
-        out.append(_normalise_message(msg, options.get("ignore_status", False), options.get("ignore_keys", False)))
-    if options.get("remove_duplicate", True):
-        out = list(set(out))
-    return sorted(out)
-
-
-@METRICS.register("check_thunderbird_folder")
-def check_thunderbird_folder(result: Union[str, Sequence[Optional[str]], None],
-                             reference: Union[str, Sequence[str]], **options: Any) -> float:
-    """thunderbird.py: each result folder file (an mbox, or one ``.eml``) holds the same messages
-    as its reference, in any order.
-
-    Options as upstream: ``remove_deleted`` (default True: skip messages whose
-    ``X-Mozilla-Status`` is 0008/0009, expunged but still in the file), ``remove_duplicate``
-    (default True), ``ignore_status`` / ``ignore_keys`` (default False: drop the
-    ``X-Mozilla-Status``/``Status2`` / ``X-Mozilla-Keys`` headers before comparing).
-
-    Divergence, on purpose: upstream splits on ``"FROM - "`` and then skips every non-empty
-    chunk (``if mail.strip(): continue``), so it compares empty lists and scores 1 for any two
-    readable files. Here the messages are really compared. The ``From `` envelope line is left
-    out: Thunderbird stamps it with the time the message was written to the folder. A missing
-    result file scores 0.
-    """
-    if isinstance(reference, (list, tuple)):
-        results = list(result) if isinstance(result, (list, tuple)) else [result]
-        refs = list(reference)
-    else:
-        results, refs = [result], [reference]
-    if len(results) < len(refs):
-        return 0.0
-    for pred, gold in zip(results, refs):
-        if pred is None:
-            return 0.0
-        got, want = _folder_messages(pred, options), _folder_messages(gold, options)
-        if got is None or want is None or got != want:
             return 0.0
     return 1.0

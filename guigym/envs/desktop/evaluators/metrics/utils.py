@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from guigym.envs.desktop.evaluators.base import require
 
-__all__ = ["TEXT_ENCODINGS", "compare_urls", "match_value_to_rule", "read_text_lines"]
+__all__ = ["TEXT_ENCODINGS", "compare_urls", "match_value_to_rule", "read_text", "read_text_lines"]
 
 
 def _regex_flags(method: str) -> re.RegexFlag:
@@ -108,3 +108,14 @@ def read_text_lines(path: str) -> list[str]:
             continue
     with open(path, encoding="utf-8", errors="replace") as f:  # unreachable after latin-1
         return f.read().splitlines()
+
+
+def read_text(path: Optional[str]) -> Optional[str]:
+    """The file's text (undecodable bytes replaced), None when there is no file."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
