@@ -229,7 +229,7 @@ def _expert_run(cfg: dict[str, Any], run_dir: Path, seed: int, budget: Budget) -
     successes (in that model's token space) as an earlier run of the same DataStore."""
     from ablate_expert import record_oracle_run
 
-    from guigym.train.policy import tiny
+    from guigym.models import tiny
 
     model_dir = run_dir / "init_model"
     t = cfg["model"]["tiny"]

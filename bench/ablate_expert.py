@@ -43,7 +43,7 @@ def record_oracle_run(run_dir: Path, model_dir: Path, tasks: Sequence[str], epis
     from guigym.agents.oracle.miniwob import MiniWoBOracle
     from guigym.train.data.store import DataStore
     from guigym.train.data.types import Step, Trajectory
-    from guigym.train.policy.hf_policy import HFPolicy
+    from guigym.models.hf_policy import HFPolicy
     from guigym.train.rollout.prompts import PromptBuilder
 
     policy = HFPolicy(str(model_dir))

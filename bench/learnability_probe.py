@@ -112,7 +112,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from transformers import Qwen2_5_VLForConditionalGeneration
-    from guigym.train.policy import tiny
+    from guigym.models import tiny
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

@@ -96,7 +96,7 @@ def scores(orm: Any, episodes: Sequence[dict[str, Any]]) -> dict[str, float]:
 def run(train_seeds: int, held_out_seeds: int, epochs: int, lr: float, state_budget: int, model_seed: int,
         tasks: Sequence[str] = TASKS, episodes_file: Optional[str] = None, model: Optional[str] = None) -> dict[str, Any]:
     from guigym.train.algorithms.webrl_orm import OutcomeRewardModel, train_orm
-    from guigym.train.policy import tiny
+    from guigym.models import tiny
 
     t0 = time.perf_counter()
     if episodes_file and Path(episodes_file).exists():

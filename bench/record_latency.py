@@ -86,7 +86,7 @@ def record_miniwob(resets: int, steps: int, seed: int) -> dict[str, Any]:
     import gymnasium as gym
 
     import guigym  # noqa: F401 - registers the envs
-    from guigym.train.rollout.constrain import candidates_from_a11y
+    from guigym.models.constrain import candidates_from_a11y
 
     kwargs = {"tasks": MINIWOB_TASKS, "settle_ms": 0}
     env = gym.make("MiniWoB-v0", **kwargs)

@@ -9,7 +9,7 @@ Usage::
 
 What runs
 ---------
-* Policy: a freshly built tiny Qwen2.5-VL (``guigym.train.policy.tiny.build``, random weights) in
+* Policy: a freshly built tiny Qwen2.5-VL (``guigym.models.tiny.build``, random weights) in
   an in-process :class:`HFEngine` (batched, ``--max-batch``, ``--max-wait-ms``, ``--torch-threads``),
   sampling with constrained decoding to the click actions on the visible a11y nodes of the current
   observation (``PromptBuilder(constrained=True)``, stepwise prompts, text only).
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
-            from guigym.train.policy.tiny import build
+            from guigym.models.tiny import build
 
             model = str(build(Path(tmp) / "tiny", seed=args.seed))
         engine = HFEngine(model, max_batch=args.max_batch or args.num_envs, max_wait_ms=args.max_wait_ms)

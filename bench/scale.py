@@ -210,7 +210,7 @@ def recipe(args: argparse.Namespace, model_dir: Path, run_dir: Path, topology: s
 
 
 def tiny_model(args: argparse.Namespace, tmp: Path) -> Path:
-    from guigym.train.policy.tiny import build
+    from guigym.models.tiny import build
 
     return Path(build(tmp / "tiny", seed=args.seed))
 

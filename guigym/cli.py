@@ -26,7 +26,7 @@ def _task_ids(env_id: str, tasks: Optional[str], suite: Optional[str],
               env_opts: Optional[dict[str, object]] = None) -> list[str]:
     """Task ids of ``--tasks`` (checked against the suite the env will load) or of ``--suite``;
     TaskSpecError/ConfigError before any env starts (guigym/envs/options.py)."""
-    from guigym.envs.options import resolve_task_ids
+    from guigym.envs.task_ids import resolve_task_ids
 
     if env_id == "MiniWoB-v0" and suite == "oracle" and not tasks:
         from guigym.agents.oracle.miniwob import SOLVED_TASKS
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands whose argument parsers live next to their code.
 _DELEGATED = {
-    ("train",): ("guigym.train.loop", "main"),
+    ("train",): ("guigym.train.main", "main"),
     ("doctor",): ("guigym.doctor", "main"),
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
     ("tasks", "coverage"): ("guigym.envs.desktop.coverage", "main"),

@@ -8,7 +8,7 @@ refused: the server fetches nothing). Every request needs ``Authorization: Beare
 401). With ``"logprobs": true`` the choice carries ``logprobs.content`` ([{token, logprob}]);
 with ``logprobs`` or ``"return_token_ids": true`` it also carries ``prompt_token_ids`` and
 ``token_ids``, as vLLM's ``return_token_ids`` extension does. ``seed`` makes a reply
-reproducible; log-probs are those of :mod:`guigym.train.policy.hf_policy` (the request's
+reproducible; log-probs are those of :mod:`guigym.models.hf_policy` (the request's
 temperature-T distribution with vision tokens masked), so they match ``HFPolicy.logprobs_of``.
 
 Failing closed (:mod:`guigym.envs.desktop.server.httpguard`, shared with the in-desktop server):
@@ -29,7 +29,7 @@ Trainer extensions (used by :class:`guigym.train.rollout.policy_service.HTTPEngi
   multi-turn transcript); the messages then only supply the images, in order, and their text is
   not used. The ids are checked against the images (one pad run of the right length each).
 * ``"guided_choice": ["click(element=\"1\")", ...]`` -- constrained decoding: the reply is one of
-  these strings (:mod:`guigym.train.rollout.constrain`; vLLM's name for a choice constraint).
+  these strings (:mod:`guigym.models.constrain`; vLLM's name for a choice constraint).
 * The reply has ``policy_version`` (top level) and ``choices[0].entropy`` (mean token entropy).
 * ``POST /v1/admin/reload {"path": DIR, "version": N}`` loads the weights of checkpoint DIR in
   place between batches and sets the version; ``GET /v1/admin/stats`` returns busy seconds,
@@ -132,7 +132,7 @@ class ModelServer:
                  device: str = "cpu", max_body: int = MAX_BODY_BYTES,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
                  io_timeout: float = DEFAULT_IO_TIMEOUT_S) -> None:
-        from guigym.train.policy.hf_policy import HFPolicy
+        from guigym.models.hf_policy import HFPolicy
 
         if not api_key:
             raise ValueError("an API key is required (--api-key or GUIGYM_API_KEY)")

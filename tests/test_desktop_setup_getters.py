@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop import getters as G
+from guigym.envs.desktop import evaluators as G
 from guigym.envs.desktop.setup import (
     MissingResourceError, MissingToolError, SetupUnavailableError, compare_urls, download_cache_path, run_setup,
 )

@@ -28,14 +28,14 @@ TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    from guigym.train.policy.tiny import build
+    from guigym.models.tiny import build
 
     return build(tmp_path_factory.mktemp("models") / "tiny-qwen25vl", seed=0)
 
 
 @pytest.fixture(scope="module")
 def policy(tiny):
-    from guigym.train.policy.hf_policy import load_policy
+    from guigym.models.hf_policy import load_policy
 
     return load_policy(tiny)
 

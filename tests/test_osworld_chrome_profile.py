@@ -16,9 +16,9 @@ from typing import Any, Optional
 import pytest
 
 from _devtools_chromium import devtools_chromium, run_here
-from guigym.envs.desktop import getters_chrome as GC
-from guigym.envs.desktop.getters import GETTERS, GetterContext, get
-from guigym.envs.desktop.metrics import METRICS, evaluate
+from guigym.envs.desktop.evaluators.getters import chrome as GC
+from guigym.envs.desktop.evaluators import GETTERS, GetterContext, get
+from guigym.envs.desktop.evaluators import METRICS, evaluate
 
 HOME = "/home/user"
 CHROME = f"{HOME}/.config/google-chrome"
@@ -396,7 +396,7 @@ def test_compare_htmls(tmp_path: Path) -> None:
 
 
 def GC_html_nodes(text: str) -> list:
-    from guigym.envs.desktop.metrics_chrome import html_nodes
+    from guigym.envs.desktop.evaluators.metrics.chrome import html_nodes
 
     return list(html_nodes(text.encode()))
 

@@ -13,7 +13,7 @@ import pytest
 from guigym.cli import main as cli_main
 from guigym.core.errors import ConfigError
 from guigym.envs.desktop import coverage as C
-from guigym.envs.desktop.metrics import METRICS
+from guigym.envs.desktop.evaluators import METRICS
 from guigym.envs.desktop.setup import download_cache_path
 
 REAL = Path("/work/shared/fixtures/osworld")

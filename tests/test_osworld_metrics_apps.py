@@ -16,9 +16,10 @@ import pytest
 
 from _devtools_chromium import devtools_chromium, free_port, run_here
 from guigym.core.errors import EnvInfraError, TaskSpecError
-from guigym.envs.desktop import getters_browser as GB
-from guigym.envs.desktop.getters import GETTERS, GetterContext, get
-from guigym.envs.desktop.metrics import METRICS, compare_table
+from guigym.envs.desktop.evaluators.getters import browser as GB
+from guigym.envs.desktop.evaluators import GETTERS, GetterContext, get
+from guigym.envs.desktop.evaluators import METRICS
+from guigym.envs.desktop.evaluators.metrics.table import compare_table
 
 openpyxl = pytest.importorskip("openpyxl", reason="openpyxl (desktop extra) is not installed")
 pytest.importorskip("pandas", reason="pandas (desktop extra) is not installed")
@@ -82,7 +83,7 @@ condition="ALL"
 
 
 def test_thunderbird_filter_match_and_differences(tmp_path: Path) -> None:
-    from guigym.envs.desktop.metrics_apps import parse_thunderbird_filters
+    from guigym.envs.desktop.evaluators.metrics.thunderbird import parse_thunderbird_filters
 
     p = tmp_path / "msgFilterRules.dat"
     p.write_text(FILTERS)
@@ -231,7 +232,7 @@ def test_pivot_table_rule(tmp_path: Path) -> None:
     assert compare_table(_book(tmp_path / "count.xlsx", pivot_subtotal="count"), gold, **_rules(rule)) == 0.0
     assert compare_table(_book(tmp_path / "nopivot.xlsx", pivot_subtotal=None), gold, **_rules(rule)) == 0.0
 
-    from guigym.envs.desktop.office_rules import load_pivot_tables
+    from guigym.envs.desktop.evaluators.metrics.table_rules import load_pivot_tables
 
     info = load_pivot_tables(openpyxl.load_workbook(gold)["Pivot"], ["row_fields", "data_fields", "selection"])
     # the trailing data field selects no items, so upstream narrows the source to column 1
@@ -294,7 +295,7 @@ def test_style_rule_with_conditional_format(tmp_path: Path) -> None:
 
 
 def test_read_cell_value_and_unknown_rules(tmp_path: Path) -> None:
-    from guigym.envs.desktop.office_rules import read_cell_value
+    from guigym.envs.desktop.evaluators.metrics.table_rules import read_cell_value
 
     wb = openpyxl.Workbook()
     ws = wb.active

@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from guigym.envs.desktop import metrics as M
-from guigym.envs.desktop.metrics_files import match_value_to_rule
-from guigym.envs.desktop.metrics_images import ssim
-from guigym.envs.desktop.office import read_text_lines
+from guigym.envs.desktop import evaluators as EV
+
+from guigym.envs.desktop.evaluators.metrics import docs as DOCS, general as M, table as TABLE
+from guigym.envs.desktop.evaluators.metrics.file import match_value_to_rule
+from guigym.envs.desktop.evaluators.metrics.images import ssim
+from guigym.envs.desktop.evaluators.metrics.utils import read_text_lines
 
 NEW_METRICS = ("compare_pptx_files", "check_list", "compare_pdfs", "compare_images", "compare_docx_tables",
                "compare_csv", "check_json", "compare_line_spacing", "compare_archive", "check_json_keybindings",
@@ -29,7 +31,7 @@ NEW_METRICS = ("compare_pptx_files", "check_list", "compare_pdfs", "compare_imag
 
 
 #: every registered metric by name (the new ones live in their own modules, not as attributes of M)
-X = SimpleNamespace(**{name: M.get_metric(name) for name in M.METRICS.names()})
+X = SimpleNamespace(**{name: EV.get_metric(name) for name in EV.METRICS.names()})
 
 
 def _need(module: str, package: str) -> None:
@@ -39,7 +41,7 @@ def _need(module: str, package: str) -> None:
 
 def test_new_metrics_are_registered():
     for name in NEW_METRICS:
-        assert name in M.METRICS, name
+        assert name in EV.METRICS, name
 
 
 # --------------------------------------------------------------------------- divergences
@@ -75,22 +77,22 @@ def test_compare_table_sheet_print_reads_bom_and_legacy_encodings(tmp_path):
     # UTF-8 with BOM on both sides (LibreOffice's export option): readable and equal
     (tmp_path / "r-Sheet1.csv").write_bytes(b"\xef\xbb\xbfname,city\nJos\xc3\xa9,K\xc3\xb6ln\n")
     (tmp_path / "e-Sheet1.csv").write_bytes(b"\xef\xbb\xbfname,city\nJos\xc3\xa9,K\xc3\xb6ln\n")
-    assert M.compare_table(r, e, rules=PRINTED) == 1.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 1.0
     # OSWorld reads plain utf-8 first, so the BOM stays in the first line: BOM vs no BOM differs
     (tmp_path / "e-Sheet1.csv").write_bytes("name,city\nJosé,Köln\n".encode())
-    assert M.compare_table(r, e, rules=PRINTED) == 0.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 0.0
     # cp1252 bytes (0xe9) are not UTF-8: no decode error escapes, equal files still score 1
     (tmp_path / "r-Sheet1.csv").write_bytes("name\ncafé\n".encode("cp1252"))
     (tmp_path / "e-Sheet1.csv").write_bytes("name\ncafé\n".encode("cp1252"))
-    assert M.compare_table(r, e, rules=PRINTED) == 1.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 1.0
     (tmp_path / "e-Sheet1.csv").write_bytes("name\ncafe\n".encode("cp1252"))
-    assert M.compare_table(r, e, rules=PRINTED) == 0.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 0.0
     # gbk bytes likewise
     (tmp_path / "r-Sheet1.csv").write_bytes("城市\n北京\n".encode("gbk"))
     (tmp_path / "e-Sheet1.csv").write_bytes("城市\n北京\n".encode("gbk"))
-    assert M.compare_table(r, e, rules=PRINTED) == 1.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 1.0
     (tmp_path / "e-Sheet1.csv").write_bytes("城市\n上海\n".encode("gbk"))
-    assert M.compare_table(r, e, rules=PRINTED) == 0.0
+    assert TABLE.compare_table(r, e, rules=PRINTED) == 0.0
 
 
 def test_read_text_lines_encoding_order(tmp_path):
@@ -440,8 +442,8 @@ def test_compare_pptx_files_unreadable_result_and_evaluate(tmp_path):
     spec = {"func": "compare_pptx_files", "result": {"type": "vm_file"}, "expected": {"type": "cloud_file"},
             "options": {"examine_shape": False}}
     shifted = make_deck(tmp_path / "shift.pptx", shift=400000)
-    assert M.evaluate(spec, shifted, gold)[0] == 1.0
-    assert M.evaluate({**spec, "options": {}}, shifted, gold)[0] == 0.0
+    assert EV.evaluate(spec, shifted, gold)[0] == 1.0
+    assert EV.evaluate({**spec, "options": {}}, shifted, gold)[0] == 0.0
 
 
 # --------------------------------------------------------------------------- compare_archive

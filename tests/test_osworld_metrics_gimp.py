@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont, ImageOps
 
-from guigym.envs.desktop import metrics_gimp as G
-from guigym.envs.desktop.metrics import METRICS, get_metric
-from guigym.envs.desktop.metrics_images import (
+from guigym.envs.desktop.evaluators.metrics import gimp as G
+from guigym.envs.desktop.evaluators import METRICS, get_metric
+from guigym.envs.desktop.evaluators.metrics.images import (
     channel_last_ssim,
     structure_check_by_ssim,
 )
-from guigym.envs.desktop.office import MetricDependencyError
+from guigym.envs.desktop.evaluators.base import MetricDependencyError
 
 NAMES = ("check_saturation_increase_and_structure_sim", "check_file_exists_and_structure_sim",
          "check_triangle_position", "check_structure_sim_resized", "check_palette_and_structure_sim",

@@ -22,8 +22,9 @@ from typing import Any, Optional
 import pytest
 
 from guigym.core.errors import TaskSpecError
-from guigym.envs.desktop.getters import get
-from guigym.envs.desktop.metrics import compare_table, get_metric
+from guigym.envs.desktop.evaluators import get
+from guigym.envs.desktop.evaluators import get_metric
+from guigym.envs.desktop.evaluators.metrics.table import compare_table
 
 pptx = pytest.importorskip("pptx", reason="python-pptx (desktop extra) is not installed")
 openpyxl = pytest.importorskip("openpyxl", reason="openpyxl (desktop extra) is not installed")
@@ -547,7 +548,7 @@ def _with_sparklines(path: Path, lines: dict[str, str]) -> str:
 
 
 def test_compare_table_sparkline(tmp_path: Path) -> None:
-    from guigym.envs.desktop.office_rules import load_sparklines
+    from guigym.envs.desktop.evaluators.metrics.table_rules import load_sparklines
 
     gold = _with_sparklines(tmp_path / "gold.xlsx", {"E1": "Sheet1!B1:C1", "E2": "Sheet1!B2:C2"})
     assert load_sparklines(gold, "Sheet1") == {"E1": "Sheet1!B1:C1", "E2": "Sheet1!B2:C2"}

@@ -1,4 +1,4 @@
-"""OSWorld VLC / OS / multi-app metrics (metrics_misc.py, media.py) and system getters
+"""OSWorld VLC / OS / multi-app metrics (evaluators/metrics/{vlc,misc,thunderbird,media}.py) and system getters
 (getters_system.py).
 
 Inputs are real files written in tmp_path: vlcrc text as VLC writes it, WAV tones (scipy), zip
@@ -19,10 +19,10 @@ import pytest
 
 from guigym.core import actions as A
 from guigym.core.errors import TaskSpecError
-from guigym.envs.desktop import media
-from guigym.envs.desktop.getters import get
-from guigym.envs.desktop.metrics import METRICS, evaluate
-from guigym.envs.desktop.office import MetricDependencyError
+from guigym.envs.desktop.evaluators.metrics import media
+from guigym.envs.desktop.evaluators import get
+from guigym.envs.desktop.evaluators import METRICS, evaluate
+from guigym.envs.desktop.evaluators.base import MetricDependencyError
 
 ITEMS = ("is_vlc_recordings_folder", "is_vlc_fullscreen", "check_global_key_play_pause", "check_qt_slider_colours",
          "check_qt_minimal_view", "check_one_instance_when_started_from_file", "check_qt_bgcone", "check_mp3_meta",
@@ -43,7 +43,7 @@ def _has(module: str) -> bool:
 
 
 def test_all_items_registered() -> None:
-    from guigym.envs.desktop.getters import GETTERS
+    from guigym.envs.desktop.evaluators import GETTERS
 
     assert all(name in METRICS for name in ITEMS)
     assert all(name in GETTERS for name in ("vm_wallpaper", "content_from_vm_file", "default_video_player",
@@ -422,7 +422,7 @@ def test_run_sqlite3(tmp_path: Path) -> None:
 
 
 def test_run_sqlite3_interrupts_endless_view(tmp_path: Path, monkeypatch) -> None:
-    from guigym.envs.desktop import metrics_misc
+    from guigym.envs.desktop.evaluators.metrics import misc as metrics_misc
 
     monkeypatch.setattr(metrics_misc, "_SQLITE_MAX_CHECKS", 1000)
     path = tmp_path / "evil.sqlite"
@@ -593,7 +593,7 @@ def test_default_video_player(tmp_path: Path) -> None:
 
 
 def test_vscode_config_runs_the_command_then_reads_the_file(tmp_path: Path, monkeypatch) -> None:
-    from guigym.envs.desktop import getters_system
+    from guigym.envs.desktop.evaluators.getters import system as getters_system
 
     monkeypatch.setattr(getters_system.time, "sleep", lambda s: None)
     client = FakeClient(on_enter=("/home/user/OpenProject.txt", b"project"))

@@ -8,7 +8,7 @@ import difflib
 import pytest
 from PIL import Image
 
-from guigym.envs.desktop.metrics import get_metric
+from guigym.envs.desktop.evaluators import get_metric
 
 
 def test_diff_text_file_is_the_line_sequence_ratio(tmp_path):

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from guigym.core.errors import ConfigError
-from guigym.envs.desktop.metrics import get_metric
-from guigym.envs.desktop.metrics_writer import ciede2000, rgb_to_lab
+from guigym.envs.desktop.evaluators import get_metric
+from guigym.envs.desktop.evaluators.metrics.writer import ciede2000, rgb_to_lab
 
 docx = pytest.importorskip("docx", reason="python-docx is needed to build the .docx fixtures")
 from docx.enum.text import WD_BREAK, WD_PARAGRAPH_ALIGNMENT, WD_TAB_ALIGNMENT

@@ -18,11 +18,11 @@ from typing import Any, Optional
 import pytest
 
 from guigym.core.errors import TaskSpecError
-from guigym.envs.desktop import getters as G
+from guigym.envs.desktop import evaluators as G
 from guigym.envs.desktop.env import OSWorldEnv, verify_task
-from guigym.envs.desktop.metrics import evaluate
+from guigym.envs.desktop.evaluators import evaluate
 from guigym.envs.desktop.setup import STEP_HANDLERS, UNSUPPORTED_STEPS, MissingToolError, SetupContext, run_setup
-from guigym.envs.desktop.setup_history import step_update_browse_history, validate_history
+from guigym.envs.desktop.setup.history import step_update_browse_history, validate_history
 from guigym.envs.desktop.tasks import parse_osworld_task
 
 SANDBOX_BIN = Path(__file__).resolve().parents[1] / "guigym" / "envs" / "desktop" / "sandbox_bin"
@@ -337,7 +337,7 @@ def test_the_home_template_makes_totem_the_default_video_player_for_every_type_t
     would have multi_apps/937087b6 ("set the default video player as VLC") solved by a no-op."""
     import configparser
 
-    from guigym.envs.desktop.getters_system import VIDEO_SUBTYPES
+    from guigym.envs.desktop.evaluators.getters.system import VIDEO_SUBTYPES
     from guigym.envs.desktop.providers.home import build_default_home
 
     home = build_default_home(tmp_path / "home")

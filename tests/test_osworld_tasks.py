@@ -1,5 +1,5 @@
 """OSWorld task JSON loading (envs/desktop/tasks.py) and OSWorld-compatible metrics
-(envs/desktop/metrics.py). Pure Python: no desktop, no VM.
+(envs/desktop/evaluators/). Pure Python: no desktop, no VM.
 
 The task fixtures are six real OSWorld files, copied unmodified; the expected values below were
 read from those files by hand.
@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from guigym.core import Task, TaskSpecError
-from guigym.envs.desktop import metrics as M
-from guigym.envs.desktop.office import MetricDependencyError, score_paragraphs
+from guigym.envs.desktop import evaluators as EV
+from guigym.envs.desktop.evaluators.metrics import docs as DOCS, general as M, table as TABLE
+from guigym.envs.desktop.evaluators.base import MetricDependencyError
+from guigym.envs.desktop.evaluators.metrics.docs import score_paragraphs
 from guigym.envs.desktop.tasks import (
     load_osworld_dir, load_osworld_task, osworld_vars, parse_osworld_task, substitute, to_osworld_dict,
 )
-from guigym.envs.desktop.textsim import lcs_length, ratio
+from guigym.envs.desktop.evaluators.textsim import lcs_length, ratio
 
 
 def _fixture_dir() -> Path:
@@ -135,7 +137,7 @@ def test_every_fixture_metric_is_registered(fixtures):
     for t in load_osworld_dir(fixtures):
         funcs = t.evaluator["func"]
         for f in funcs if isinstance(funcs, list) else [funcs]:
-            assert f in M.METRICS, f
+            assert f in EV.METRICS, f
 
 
 # --------------------------------------------------------------------------- substitution
@@ -411,10 +413,10 @@ def test_vlc_and_gimp_config_metrics(tmp_path):
 
 
 def test_compare_table_missing_result_and_dependency(tmp_path):
-    assert M.compare_table(None, "gold.xlsx", rules=[{"type": "sheet_name"}]) == 0.0
+    assert TABLE.compare_table(None, "gold.xlsx", rules=[{"type": "sheet_name"}]) == 0.0
     if importlib.util.find_spec("openpyxl") is None or importlib.util.find_spec("pandas") is None:
         with pytest.raises(MetricDependencyError, match="openpyxl|pandas") as err:
-            M.compare_table(str(tmp_path / "r.xlsx"), str(tmp_path / "e.xlsx"), rules=[{"type": "sheet_name"}])
+            TABLE.compare_table(str(tmp_path / "r.xlsx"), str(tmp_path / "e.xlsx"), rules=[{"type": "sheet_name"}])
         assert "pip install" in str(err.value)
 
 
@@ -435,27 +437,27 @@ def test_compare_table_with_openpyxl(tmp_path):
     r = book(tmp_path / "r.xlsx", [["a", "b"], [1, 2.50001]])
     e = book(tmp_path / "e.xlsx", [["a", "b"], [1, 2.5]])
     rules = [{"type": "sheet_name"}, {"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]
-    assert M.compare_table(r, e, rules=rules) == 1.0
+    assert TABLE.compare_table(r, e, rules=rules) == 1.0
     bad = book(tmp_path / "x.xlsx", [["a", "b"], [1, 3]])
-    assert M.compare_table(bad, e, rules=rules) == 0.0
+    assert TABLE.compare_table(bad, e, rules=rules) == 0.0
     other = book(tmp_path / "o.xlsx", [["a", "b"], [1, 2]], title="Other")
-    assert M.compare_table(other, e, rules=[{"type": "sheet_name"}]) == 0.0
+    assert TABLE.compare_table(other, e, rules=[{"type": "sheet_name"}]) == 0.0
     # sheet_print compares the getter's "<book>-<sheet>.csv" exports, trailing blank lines ignored
     (tmp_path / "r-Sheet1.csv").write_text("a,b\n1,X\n\n")
     (tmp_path / "e-Sheet1.csv").write_text("a,b\n1,x\n")
     printed = [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]
-    assert M.compare_table(r, e, rules=printed) == 0.0
-    assert M.compare_table(r, e, rules=[{**printed[0], "ignore_case": True}]) == 1.0
+    assert TABLE.compare_table(r, e, rules=printed) == 0.0
+    assert TABLE.compare_table(r, e, rules=[{**printed[0], "ignore_case": True}]) == 1.0
     with pytest.raises(NotImplementedError, match="no_such_rule"):  # an unknown rule type names itself
-        M.compare_table(r, e, rules=[{"type": "no_such_rule", "sheet_idx0": 0, "sheet_idx1": "EI0"}])
+        TABLE.compare_table(r, e, rules=[{"type": "no_such_rule", "sheet_idx0": 0, "sheet_idx1": "EI0"}])
 
 
 def test_compare_docx_files_paths_and_dependency(tmp_path):
-    assert M.compare_docx_files(None, "gold.docx") == 0.0
-    assert M.compare_docx_files("a.txt", "b.txt") == 0.0
+    assert DOCS.compare_docx_files(None, "gold.docx") == 0.0
+    assert DOCS.compare_docx_files("a.txt", "b.txt") == 0.0
     if importlib.util.find_spec("docx") is None:
         with pytest.raises(MetricDependencyError, match="python-docx"):
-            M.compare_docx_files(str(tmp_path / "a.docx"), str(tmp_path / "b.docx"))
+            DOCS.compare_docx_files(str(tmp_path / "a.docx"), str(tmp_path / "b.docx"))
 
 
 def test_compare_docx_paragraph_scoring():
@@ -483,8 +485,8 @@ def test_compare_docx_files_with_python_docx(tmp_path):
 
     a = doc(tmp_path / "a.docx", ["Hello  world", "Bye"])
     b = doc(tmp_path / "b.docx", ["Hello world", "Bye"])
-    assert M.compare_docx_files(a, b) == 1.0
-    assert M.compare_docx_files(a, b, ignore_blanks=False) == 0.0
+    assert DOCS.compare_docx_files(a, b) == 1.0
+    assert DOCS.compare_docx_files(a, b, ignore_blanks=False) == 0.0
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -493,19 +495,19 @@ def test_compare_docx_files_with_python_docx(tmp_path):
 def test_evaluate_single_fixture_spec(fixtures):
     t = load_osworld_task(fixtures / "chrome" / "2ae9ba84-3a0d-4d4c-8338-3a1478dc5fe3.json")
     rules = t.evaluator["expected"]["rules"]
-    assert M.evaluate(t.evaluator, "Thomas", rules)[0] == 1.0
-    score, details = M.evaluate(t.evaluator, "Tom", rules)
+    assert EV.evaluate(t.evaluator, "Thomas", rules)[0] == 1.0
+    score, details = EV.evaluate(t.evaluator, "Tom", rules)
     assert score == 0.0 and details["items"][0]["func"] == "exact_match"
-    score, details = M.evaluate(t.evaluator, "Thomas", rules, last_action="FAIL")
+    score, details = EV.evaluate(t.evaluator, "Thomas", rules, last_action="FAIL")
     assert score == 0.0 and "FAIL" in details["reason"]
 
 
 def test_evaluate_infeasible(fixtures):
     t = load_osworld_task(fixtures / "chrome" / "3720f614-37fd-4d04-8a6b-76f54f8c222d.json")
-    assert M.evaluate(t.evaluator, None, last_action="FAIL")[0] == 1.0
-    score, details = M.evaluate(t.evaluator, None, last_action="DONE")
+    assert EV.evaluate(t.evaluator, None, last_action="FAIL")[0] == 1.0
+    score, details = EV.evaluate(t.evaluator, None, last_action="DONE")
     assert score == 0.0 and "not FAIL" in details["reason"]
-    assert M.evaluate(t.evaluator, None)[0] == 0.0
+    assert EV.evaluate(t.evaluator, None)[0] == 0.0
     assert M.infeasible(last_action="FAIL") == 1.0
 
 
@@ -514,10 +516,10 @@ def test_evaluate_and_fixture_spec(fixtures, tmp_path):
     exp = [e["rules"] for e in t.evaluator["expected"]]
     f = tmp_path / "System_Resources_Report.txt"
     f.write_text(SAR + "".join(f"12:00:{i:02d} AM     all  1 0 0 0 0 99\n" for i in range(4, 32)))
-    score, details = M.evaluate(t.evaluator, [str(f), str(f)], exp)  # 3 + 28 = 31 timed lines
+    score, details = EV.evaluate(t.evaluator, [str(f), str(f)], exp)  # 3 + 28 = 31 timed lines
     assert score == 1.0 and [i["score"] for i in details["items"]] == [1.0, 1.0]
     f.write_text(SAR)
-    score, details = M.evaluate(t.evaluator, [str(f), str(f)], exp)
+    score, details = EV.evaluate(t.evaluator, [str(f), str(f)], exp)
     assert score == 0.0 and details["items"][-1]["func"] == "check_line_number"
 
 
@@ -525,50 +527,50 @@ def test_evaluate_conj_and_mean_and_or_max():
     spec = {"func": ["fuzzy_match", "exact_match"], "result": [{"type": "x"}, {"type": "x"}],
             "expected": [{"type": "rule"}, {"type": "rule"}]}
     exp = [{"expected": "sitting"}, {"expected": "a"}]
-    score, details = M.evaluate(spec, ["kitten", "a"], exp)
+    score, details = EV.evaluate(spec, ["kitten", "a"], exp)
     assert score == pytest.approx((8 / 13 + 1.0) / 2)  # "and": no zero -> mean
-    score, _ = M.evaluate(spec, ["kitten", "b"], exp)
+    score, _ = EV.evaluate(spec, ["kitten", "b"], exp)
     assert score == 0.0  # "and": one zero -> 0
     ospec = {**spec, "conj": "or"}
-    score, details = M.evaluate(ospec, ["kitten", "b"], exp)
+    score, details = EV.evaluate(ospec, ["kitten", "b"], exp)
     assert score == pytest.approx(8 / 13)  # "or": no one -> max
-    score, details = M.evaluate(ospec, ["sitting", "b"], exp)
+    score, details = EV.evaluate(ospec, ["sitting", "b"], exp)
     assert score == 1.0 and len(details["items"]) == 1  # "or": first 1 stops
-    assert M.evaluate({**ospec, "func": ["exact_match", "exact_match"]}, ["x", "a"], exp)[0] == 1.0
+    assert EV.evaluate({**ospec, "func": ["exact_match", "exact_match"]}, ["x", "a"], exp)[0] == 1.0
 
 
 def test_evaluate_missing_result_scores_zero_with_reason():
     spec = {"func": "check_include_exclude", "result": {"type": "vm_command_error"},
             "expected": {"type": "rule", "rules": {"exclude": ["Error:"]}}}
-    score, details = M.evaluate(spec, None, {"exclude": ["Error:"]})
+    score, details = EV.evaluate(spec, None, {"exclude": ["Error:"]})
     assert score == 0.0 and "missing" in details["reason"] and "check_include_exclude" in details["reason"]
     lspec = {"func": ["exact_match", "exact_match"], "result": [{"type": "x"}] * 2,
              "expected": [{"type": "rule"}] * 2}
     exp = [{"expected": "a"}, {"expected": "b"}]
-    score, details = M.evaluate(lspec, [None, "b"], exp)
+    score, details = EV.evaluate(lspec, [None, "b"], exp)
     assert score == 0.0 and "missing" in details["reason"] and len(details["items"]) == 1
-    score, details = M.evaluate({**lspec, "conj": "or"}, [None, "b"], exp)
+    score, details = EV.evaluate({**lspec, "conj": "or"}, [None, "b"], exp)
     assert score == 1.0 and "missing" in details["items"][0]["reason"]
 
 
 def test_evaluate_options_and_no_expected():
     spec = {"func": "literal_match", "result": {"type": "x"}, "expected": {"type": "rule"},
             "options": {"ignore_case": True}}
-    assert M.evaluate(spec, "ABC", "abc")[0] == 1.0
+    assert EV.evaluate(spec, "ABC", "abc")[0] == 1.0
     lspec = {"func": ["literal_match", "literal_match"], "result": [{"type": "x"}] * 2,
              "expected": [{"type": "rule"}] * 2, "options": [{"ignore_case": True}, None]}
-    assert M.evaluate(lspec, ["ABC", "d"], ["abc", "d"])[0] == 1.0
-    assert M.evaluate(lspec, ["ABC", "D"], ["abc", "d"])[0] == 0.0
+    assert EV.evaluate(lspec, ["ABC", "d"], ["abc", "d"])[0] == 1.0
+    assert EV.evaluate(lspec, ["ABC", "D"], ["abc", "d"])[0] == 0.0
     with pytest.raises(KeyError, match="unknown osworld metric"):
-        M.evaluate({"func": "no_such_metric", "result": {"type": "x"}}, "r")
+        EV.evaluate({"func": "no_such_metric", "result": {"type": "x"}}, "r")
 
 
 def test_metric_names_registered():
     for name in ("exact_match", "check_include_exclude", "match_in_list", "is_in_list", "literal_match",
                  "fuzzy_match", "check_json_settings", "check_direct_json_object", "compare_text_file",
                  "compare_table", "compare_docx_files", "infeasible"):
-        assert name in M.METRICS
-    assert M.get_metric("exact_match") is M.exact_match
+        assert name in EV.METRICS
+    assert EV.get_metric("exact_match") is M.exact_match
 
 
 def test_loaded_task_is_independent_of_input(fixtures):

@@ -307,7 +307,7 @@ def test_rollout_hooks_change_what_the_real_loop_collects(tmp_path):
 
     from guigym.train.config import from_dict
     from guigym.train.data.store import DataStore
-    from guigym.train.loop import run
+    from guigym.train.main import run
     from guigym.train.policy.hf_policy import HFPolicy
 
     root = Path(__file__).resolve().parents[1]

@@ -106,7 +106,7 @@ def test_pure_bf16_adamw_is_refused_and_the_fix_named(tiny):
 
 
 def test_check_prints_the_precision_and_sharding_plan_of_the_7b_recipe():
-    from guigym.train.loop import main
+    from guigym.train.main import main
 
     out = io.StringIO()
     with redirect_stdout(out):

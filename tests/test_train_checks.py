@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from guigym.core.errors import ConfigError
-from guigym.train.loop import main
+from guigym.train.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

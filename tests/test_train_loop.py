@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("sqlalchemy")
 
-from guigym.train.loop import two_proportion_z  # noqa: E402
+from guigym.train.stats import two_proportion_z  # noqa: E402
 from guigym.train.metrics_log import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_training_raises_success_rate_on_held_out_seeds(tmp_path):
     order), so this shows the loop learns a fixed two-way choice, not instruction following (no
     CI-sized run has shown that yet: docs/benchmarks.md). Effect when written: ~0.5 -> ~1.0."""
     from guigym.train.config import from_dict
-    from guigym.train.loop import run
+    from guigym.train.main import run
 
     cfg = from_dict(_recipe(tmp_path, run={"iterations": 4},
                             eval={"enabled": True, "seeds": {"start": 1_000_000, "count": 60}}))

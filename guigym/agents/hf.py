@@ -1,12 +1,12 @@
 """``hf``: a local Hugging Face VLM (Qwen2-VL / Qwen2.5-VL family) acting in-process.
 
 ``guigym eval --agent hf:PATH`` where PATH is a ``from_pretrained`` directory (for tests: one made
-by :func:`guigym.train.policy.tiny.build`). torch and transformers are imported when the agent is
+by :func:`guigym.models.tiny.build`). torch and transformers are imported when the agent is
 built, never by ``import guigym.agents``.
 
 Each step renders a prompt template (:mod:`guigym.agents.prompts`) into one user turn: the filled
 template text, then the last ``history`` screenshots (oldest first). The reply is sampled (seeded,
-see :mod:`guigym.train.policy.hf_policy`); ``last_tokens`` holds the step's ``prompt_token_ids``,
+see :mod:`guigym.models.hf_policy`); ``last_tokens`` holds the step's ``prompt_token_ids``,
 ``response_token_ids`` and ``response_logprobs`` for the eval runner / trainer. Replies in another
 dialect (``dialect="uitars"``, ...) are translated to the env's canonical dialect; text that does
 not parse is passed on unchanged, so the env records it as ``action_error``.
@@ -111,7 +111,7 @@ class HFVLMAgent(_ModelAgentBase):
                  history: int = 1, prompt: Optional[str] = None, dialect: str = "canonical",
                  device: str = "cpu") -> None:
         super().__init__(seed=seed, history=history, prompt=prompt, dialect=dialect)
-        from guigym.train.policy.hf_policy import load_policy
+        from guigym.models.hf_policy import load_policy
 
         self.policy = load_policy(target, device=device)
         self.max_new_tokens = int(max_new_tokens)

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional
 from PIL import Image
 
 from guigym.core.paths import confine
-from guigym.eval.runner import read_jsonl, write_text_atomic
+from guigym.eval.files import read_jsonl, write_text_atomic
 from guigym.eval.summary import latest_records, summarize
 
 CSV_FIELDS = ("key", "task_id", "domain", "seed", "attempt", "status", "success", "score", "steps",

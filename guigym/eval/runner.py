@@ -23,7 +23,6 @@ failure (summary.py counts it separately).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,13 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import numpy as np
-from PIL import Image
 
 from guigym.agents.base import Agent
 from guigym.core.errors import ConfigError
 from guigym.core.paths import check_task_id
 from guigym.core.trajectory import EpisodeResult, StepRecord
 from guigym.envs.pool import EnvPool
+from guigym.eval.files import (  # noqa: F401  (re-exported: imported from here by users and tests)
+    append_jsonl, read_jsonl, repair_jsonl, save_png_atomic, write_json_atomic, write_text_atomic,
+)
 
 if TYPE_CHECKING:
     from guigym.envs.ray_backend import RayEnvPool
@@ -60,68 +61,6 @@ class EpisodeSpec:
 def make_specs(task_ids: Iterable[str], episodes: int, seed: int = 0, attempts: int = 1) -> list[EpisodeSpec]:
     """``episodes`` seeds per task (``seed``, ``seed+1``, ...), each tried ``attempts`` times (pass@k)."""
     return [EpisodeSpec(t, seed + k, a) for t in task_ids for k in range(episodes) for a in range(attempts)]
-
-
-# ---- atomic files -------------------------------------------------------------------------------
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one line with a single write(2) on an O_APPEND fd, then fsync.
-
-    A crash can at worst leave a torn final line, which :func:`read_jsonl` ignores.
-    """
-    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def repair_jsonl(path: Path) -> int:
-    """Cut a torn final line (a crash mid-append) so the next append starts on a fresh line.
-
-    Returns the number of bytes removed.
-    """
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return 0
-    keep = data.rfind(b"\n") + 1
-    with open(path, "r+b") as f:
-        f.truncate(keep)
-        f.flush()
-        os.fsync(f.fileno())
-    return len(data) - keep
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # torn line from a crash mid-write
-    return out
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file next to ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False))
-
-
-def save_png_atomic(path: Path, image: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    Image.fromarray(image).save(tmp, format="PNG", compress_level=1)
-    os.replace(tmp, path)
 
 
 # ---- the run ------------------------------------------------------------------------------------

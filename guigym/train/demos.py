@@ -105,13 +105,13 @@ class DemoFile:
         return out
 
     def append(self, demo: Demo) -> None:
-        from guigym.eval.runner import append_jsonl
+        from guigym.core.files import append_jsonl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         append_jsonl(self.path, json.loads(demo.to_json()))
 
     def save_image(self, name: str, image: np.ndarray) -> str:
-        from guigym.eval.runner import save_png_atomic
+        from guigym.core.files import save_png_atomic
 
         self.image_dir.mkdir(parents=True, exist_ok=True)
         save_png_atomic(self.image_dir / name, np.asarray(image))
@@ -145,7 +145,7 @@ def collect(env_id: str, env_kwargs: dict[str, Any], agent_spec: str, jobs: Sequ
     from guigym.core.errors import EnvInfraError
     from guigym.envs.pool import EnvPool
 
-    from guigym.eval.runner import repair_jsonl
+    from guigym.core.files import repair_jsonl
 
     repair_jsonl(demo_file.path)  # a line torn by a crash is cut, so the next append starts a fresh line
     done = {d.key for d in demo_file.read()}
@@ -226,7 +226,7 @@ def collect(env_id: str, env_kwargs: dict[str, Any], agent_spec: str, jobs: Sequ
 def eval_dir_jobs(path: str | os.PathLike[str], tasks: Optional[Sequence[str]] = None) -> list[tuple[str, int]]:
     """The (task, seed) pairs a ``guigym eval`` output directory solved (``results.jsonl`` records
     with ``success: true``), optionally only those of ``tasks``; replay them with ``replay:<path>``."""
-    from guigym.eval.runner import read_jsonl
+    from guigym.core.files import read_jsonl
 
     results = Path(path) / "results.jsonl"
     if not results.exists():

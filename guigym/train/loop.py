@@ -27,7 +27,11 @@ killed run stored for iteration k + 1 (tagged ``info["iteration"]``) are reused 
 collected again, so nothing is lost or counted twice (the DataStore also refuses duplicate ids).
 
 Optional evaluation (``eval.enabled``): success rate on held-out seeds before and after
-training, and a two-proportion z-test (pooled; one- and two-sided p-values).
+training, and a two-proportion z-test (pooled; one- and two-sided p-values, guigym.train.stats).
+
+This module is the synchronous (and torchrun/Ray-env) trainer; ``guigym train`` and ``run()``
+live in :mod:`guigym.train.main`, which picks this trainer or DART's decoupled services
+(:mod:`guigym.train.decoupled`, built on this :class:`Trainer`) by ``run.topology``.
 
 Distributed (torchrun, WORLD_SIZE > 1): rank 0 runs the envs, the policy service, the DataStore,
 metrics and checkpoints; samples are broadcast and every rank trains its shard (DDP).
@@ -38,40 +42,18 @@ trajectories and first update for the same seeds (tests/test_train_ray.py).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 from guigym.core.errors import ConfigError
-from guigym.train.config import TrainConfig, describe, load_recipe
-
-
-# ---- statistics -------------------------------------------------------------------------------
-def two_proportion_z(s1: int, n1: int, s2: int, n2: int) -> dict[str, float]:
-    """Pooled two-proportion z-test of H0: p1 == p2 against p2 > p1 (one-sided) and p2 != p1.
-
-    ``z = (p2 - p1) / sqrt(p (1 - p) (1/n1 + 1/n2))`` with ``p = (s1 + s2) / (n1 + n2)``;
-    ``p_one_sided = P(Z >= z)``, ``p_two_sided = P(|Z| >= |z|)`` under N(0, 1).
-    """
-    if n1 <= 0 or n2 <= 0:
-        raise ValueError("both samples need at least one episode")
-    p1, p2 = s1 / n1, s2 / n2
-    p = (s1 + s2) / (n1 + n2)
-    se = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
-    if se == 0:
-        z = 0.0 if p1 == p2 else math.copysign(math.inf, p2 - p1)
-    else:
-        z = (p2 - p1) / se
-    return {"p1": p1, "p2": p2, "z": z, "p_one_sided": 0.5 * math.erfc(z / math.sqrt(2)),
-            "p_two_sided": math.erfc(abs(z) / math.sqrt(2))}
+from guigym.train.config import TrainConfig, load_recipe  # noqa: F401  (load_recipe: imported from here by users)
+from guigym.train.stats import two_proportion_z  # noqa: F401  (also imported from here by users)
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -775,7 +757,8 @@ def check_env(cfg: TrainConfig, strict_paths: bool = True) -> list[str]:
     returned as notes instead, and the tasks of a missing suite are not checked. WebArena-v0
     without ``env.kwargs.config_file`` (its embedded sites) has its tasks checked when built."""
     from guigym.core.errors import TaskSpecError
-    from guigym.envs.options import LISTED_ENVS, check_env_options, missing_paths, resolve_task_ids
+    from guigym.envs.options import check_env_options, missing_paths
+    from guigym.envs.task_ids import LISTED_ENVS, resolve_task_ids
 
     check_env_options(cfg.env.id, cfg.env.kwargs, "env.kwargs", paths=strict_paths)
     notes = missing_paths(cfg.env.id, cfg.env.kwargs, "env.kwargs")
@@ -790,67 +773,7 @@ def check_env(cfg: TrainConfig, strict_paths: bool = True) -> list[str]:
     return []
 
 
-def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), resume: bool = False,
-        log: Any = print) -> dict[str, Any]:
-    """Train from a :class:`TrainConfig` or a recipe path (+ ``key=value`` overrides). Returns the
-    summary (start iteration, last metrics, and before/after evaluation with the z-test when
-    ``eval.enabled``)."""
-    cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
-    check_env(cfg)  # unknown env options, tasks, dialects, paths: now, not in the env workers
-    if cfg.stage == "sft":  # supervised fine-tuning on demonstrations (guigym.train.sft)
-        from guigym.train.sft import SFTTrainer
+if __name__ == "__main__":  # `python -m guigym.train.loop RECIPE` (older spelling of guigym.train.main)
+    from guigym.train.main import main
 
-        return SFTTrainer(cfg, resume=resume, log=log).run()
-    if cfg.run.topology == "decoupled":  # DART's four services on Ray (guigym.train.decoupled)
-        from guigym.train.decoupled import run_decoupled
-
-        return run_decoupled(cfg, resume=resume, log=log)
-    return Trainer(cfg, resume=resume, log=log).run()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="guigym train", description="GRPO-family RL on guigym envs from a YAML recipe")
-    p.add_argument("recipe", nargs="?", help="recipe YAML (e.g. recipes/grpo_miniwob_tiny.yaml)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a recipe value, e.g. --set optim.learning_rate=1e-3 (repeatable; value is YAML)")
-    p.add_argument("--resume", action="store_true", help="continue the run in run.dir from its newest checkpoint")
-    p.add_argument("--help-config", action="store_true", help="print every recipe key with its help text and exit")
-    p.add_argument("--check", action="store_true", help="validate the recipe, print it resolved with its precision and "
-                                                         "sharding plan (bytes per GPU for 1 and 8 GPUs), and exit")
-    return p
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of ``guigym train``; returns the exit code (2 on a config error)."""
-    args = build_parser().parse_args(argv)
-    if args.help_config:
-        from guigym.train.algorithms.plugin_help import describe_plugins
-
-        print(describe())
-        print(describe_plugins())  # every registered plug-in, its options and the paper/equation it cites
-        return 0
-    if not args.recipe:
-        print("guigym train: a recipe path is required (or --help-config)", file=sys.stderr)
-        return 2
-    try:
-        cfg = load_recipe(args.recipe, args.overrides)
-        if args.check:  # (a run checks the env in run())
-            for note in check_env(cfg, strict_paths=False):
-                print(f"guigym train: note: {note} on this machine (the run needs it)", file=sys.stderr)
-            import yaml
-
-            from guigym.train.parallel import format_plan
-
-            print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-            print("# precision and sharding plan")
-            print(format_plan(cfg))
-            return 0
-        run(cfg, resume=args.resume, log=lambda m: print(m, flush=True))
-    except ConfigError as exc:
-        print(f"guigym train: config error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

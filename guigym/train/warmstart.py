@@ -13,8 +13,9 @@ dir, evaluation, logging), in this order:
 1. ``$GUIGYM_CACHE/warmstart/<key>/model`` (default ``~/.cache/guigym``): built earlier here;
 2. ``guigym/assets/warmstart/<key>/model``: the artefact shipped with guigym (the
    project's own build, with its ``manifest.json``: the command, the build time, held-out success);
-3. otherwise the SFT recipe is run into ``$GUIGYM_CACHE/warmstart/<key>/`` (resumable: a build
-   that dies continues where it stopped), and the result is used from then on.
+3. otherwise the SFT recipe is run (``python -m guigym.train.main RECIPE`` in a child process)
+   into ``$GUIGYM_CACHE/warmstart/<key>/`` (resumable: a build that dies continues where it
+   stopped), and the result is used from then on.
 
 A changed SFT recipe has another key, so it can never pick up a stale model.
 """
@@ -57,15 +58,24 @@ def load_sft_recipe(spec: str, base_dir: Optional[Path] = None) -> Any:
     from guigym.core.errors import ConfigError
     from guigym.train.config import load_recipe
 
-    cands = [Path(spec)] if Path(spec).is_absolute() else \
-        [p for p in ((base_dir / spec) if base_dir else None, Path(spec)) if p is not None]
-    path = next((p for p in cands if p.is_file()), None)
-    if path is None:
-        raise ConfigError(f"model.warm_start: recipe {spec!r} not found (looked in {', '.join(map(str, cands))})")
+    path = _candidates(spec, base_dir)[0]
     cfg = load_recipe(path)
     if cfg.stage != "sft":
         raise ConfigError(f"model.warm_start: {path} is not an SFT recipe (stage: {cfg.stage}); name a stage: sft recipe")
     return cfg
+
+
+def _candidates(spec: str, base_dir: Optional[Path]) -> list[Path]:
+    """[the existing file ``spec`` names]: absolute, else under ``base_dir``, else the current
+    directory; a ConfigError naming the places looked in when there is none."""
+    from guigym.core.errors import ConfigError
+
+    cands = [Path(spec)] if Path(spec).is_absolute() else \
+        [p for p in ((base_dir / spec) if base_dir else None, Path(spec)) if p is not None]
+    found = [p for p in cands if p.is_file()]
+    if not found:
+        raise ConfigError(f"model.warm_start: recipe {spec!r} not found (looked in {', '.join(map(str, cands))})")
+    return found
 
 
 def find(cfg: Any) -> Optional[Path]:
@@ -92,13 +102,24 @@ def resolve(spec: str, base_dir: Optional[Path] = None, log: Callable[[str], Non
     if not build:
         raise ConfigError(f"model.warm_start: no cached model for {spec} (key {key}); run `guigym train {spec}` "
                           f"or let the run build it")
-    from guigym.train.sft import SFTTrainer
+    import subprocess
+    import sys
 
     out = cache_root() / key
-    cfg.run.dir = str(out)
-    cfg.sft.output_dir = str(out / "model.tmp")
     log(f"warm start {spec} (key {key}): not cached; building it into {out} (once)")
-    resume = (out / "checkpoints").is_dir()
-    SFTTrainer(cfg, resume=resume, log=log).run()
+    # its own process (the SFT stage sits above this module: guigym.train.main dispatches to it);
+    # the recipe path is the resolved one, the outputs are redirected into the cache
+    cmd = [sys.executable, "-m", "guigym.train.main", str(cfg_path(spec, base_dir)),
+           "--set", f"run.dir={out}", "--set", f"sft.output_dir={out / 'model.tmp'}"]
+    if (out / "checkpoints").is_dir():
+        cmd.append("--resume")  # a build that died continues
+    done = subprocess.run(cmd)
+    if done.returncode != 0:
+        raise RuntimeError(f"model.warm_start: building {spec} failed (exit {done.returncode}); rerun to continue it")
     os.replace(out / "model.tmp", out / "model")
     return out / "model"
+
+
+def cfg_path(spec: str, base_dir: Optional[Path] = None) -> Path:
+    """The file a ``model.warm_start`` value names (see :func:`load_sft_recipe`)."""
+    return _candidates(spec, base_dir)[0]

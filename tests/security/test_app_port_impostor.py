@@ -3,7 +3,7 @@ the app (VLC's HTTP interface, Chromium's DevTools) and replies "playing" / a fa
 
 The getters' in-desktop programs run for real here (this machine plays the desktop): they must
 resolve the listening socket to its process and refuse every answer that does not come from the
-app's own installed binary (guigym/envs/desktop/port_owner.py). A real Chromium behind the
+app's own installed binary (guigym/envs/desktop/evaluators/getters/port_owner.py). A real Chromium behind the
 second port shows that refusing the impostor still reads the real browser.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from guigym.envs.desktop import getters_apps
-from guigym.envs.desktop.getters import GETTERS, GetterContext
-from guigym.envs.desktop.getters_browser import cdp_evaluate
+from guigym.envs.desktop.evaluators.getters import vlc as getters_apps
+from guigym.envs.desktop.evaluators import GETTERS, GetterContext
+from guigym.envs.desktop.evaluators.getters.browser import cdp_evaluate
 
 PLAYING = (b'<?xml version="1.0" encoding="utf-8"?><root><state>playing</state><information>'
            b'<category name="meta"><info name="filename">Baby Shark.mp4</info></category></information></root>')
@@ -151,7 +151,7 @@ def test_the_owner_check_passes_the_real_app(tmp_path: Path) -> None:
 
 def test_the_verdicts_name_the_impostor(impostor: int) -> None:
     """The in-desktop check itself: "impostor" names the executable, "none" a free port."""
-    from guigym.envs.desktop.port_owner import PORT_OWNER_CODE, VLC_NAMES
+    from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES
 
     prog = PORT_OWNER_CODE + "\nimport json, sys\nprint(json.dumps([port_owner_verdict(int(p), %r) for p in sys.argv[1:]]))" % (VLC_NAMES,)
     with socket.socket() as s:

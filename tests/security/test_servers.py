@@ -1,7 +1,7 @@
 """Attacks on guigym's two HTTP servers, each made over a real socket by a client without the token.
 
 * ``guigym serve`` (guigym/serve.py) in-process on 127.0.0.1 with the tiny local Qwen2.5-VL
-  (guigym.train.policy.tiny), so its threads can be counted with ``threading.active_count``;
+  (guigym.models.tiny), so its threads can be counted with ``threading.active_count``;
 * the in-desktop server (guigym/envs/desktop/server) started as in the desktop: Debian's
   ``/usr/bin/python3`` running the server directory on a unix socket with a token file (the
   endpoints used here touch no X display); threads counted in ``/proc/<pid>/task``.
@@ -102,7 +102,7 @@ def serve_target(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from guigym.serve import ModelServer
-    from guigym.train.policy.tiny import build
+    from guigym.models.tiny import build
 
     model = build(tmp_path_factory.mktemp("models") / "tiny-qwen25vl", seed=0)
     srv = ModelServer(str(model), TOKEN, host="127.0.0.1", port=0, max_connections=MAX_CONN,

@@ -1,4 +1,4 @@
-"""Benchmark action dialects, each registered in :data:`guigym.core.dialect.DIALECTS`.
+"""Benchmark action dialects, each registered in :data:`guigym.core.dialect_base.DIALECTS`.
 
 Importing this package registers them all; :func:`guigym.core.dialect.get_dialect` imports it on
 the first unknown name, so ``get_dialect("webarena")`` just works. Construct a dialect directly to

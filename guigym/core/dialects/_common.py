@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Sequence, Union
 
 from guigym.core import actions as A
-from guigym.core.dialect import MAX_ACTION_CHARS, build_action
+from guigym.core.dialect_base import MAX_ACTION_CHARS, build_action
 from guigym.core.errors import ActionParseError, ConfigError
 
 Number = Union[int, float]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS
+from guigym.core.dialect_base import DIALECTS
 from guigym.core.dialects._common import (
     DialectBase, Number, as_point, between, bind, call_or_extract, fenced_blocks, is_number, py_str, tidy,
 )

@@ -30,7 +30,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS
+from guigym.core.dialect_base import DIALECTS
 from guigym.core.dialects._common import (
     DEFAULT_SCROLL_PX, DialectBase, Number, fenced_blocks, first_json_object, is_number, json_dumps, load_json_object,
     tidy,

@@ -36,7 +36,7 @@ import re
 from typing import Any, Optional, Sequence
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS
+from guigym.core.dialect_base import DIALECTS
 from guigym.core.dialects._common import (
     DEFAULT_SCROLL_PX, Call, DialectBase, Number, bind, is_number, mid, parse_calls, py_single_quoted, tidy,
 )

@@ -26,7 +26,7 @@ import re
 from typing import Optional, Sequence
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS, MAX_ACTION_CHARS
+from guigym.core.dialect_base import DIALECTS, MAX_ACTION_CHARS
 from guigym.core.dialects._common import (
     DEFAULT_SCROLL_PX, DialectBase, Number, is_number, join_combo, parse_combo,
 )

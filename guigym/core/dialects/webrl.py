@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from guigym.core import actions as A
-from guigym.core.dialect import DIALECTS
+from guigym.core.dialect_base import DIALECTS
 from guigym.core.dialects._common import (
     DEFAULT_SCROLL_PX, DialectBase, Number, bind, call_or_extract, fenced_blocks, is_number, py_str, tidy,
 )

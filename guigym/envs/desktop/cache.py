@@ -39,8 +39,7 @@ from typing import Any, Callable, Optional
 
 from guigym.core.errors import ConfigError, EnvInfraError, TaskSpecError
 from guigym.core.paths import confine
-from guigym.envs.desktop.getters import atomic_write
-from guigym.envs.desktop.setup import download_cache_path
+from guigym.envs.desktop.evaluators.base import atomic_write, download_cache_path
 
 __all__ = ["CacheItem", "Manifest", "default_cache_dir", "download_targets", "cloud_file_targets",
            "collect_items", "download_all", "import_dir", "main"]
@@ -110,7 +109,7 @@ class CacheItem:
 
 def collect_items(tasks_dir: Path, cache_dir: Path) -> list[CacheItem]:
     """Every file the tasks under ``tasks_dir`` reference, one item per cache file."""
-    from guigym.envs.desktop.coverage import find_task_files
+    from guigym.envs.desktop.tasks import find_task_files
 
     cache_dir = Path(cache_dir)
     items: dict[Path, CacheItem] = {}

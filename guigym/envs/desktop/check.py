@@ -140,10 +140,10 @@ def _commands(task: Task) -> list[tuple[str, Any, bool]]:
 
 def static_problems(task: Task) -> list[str]:
     """What guigym itself lacks for ``task``: metrics, getters or setup step types (no desktop needed)."""
-    from guigym.envs.desktop.getters import GETTERS
-    from guigym.envs.desktop.metrics import METRICS
+    from guigym.envs.desktop.evaluators import GETTERS, METRICS, load_all
     from guigym.envs.desktop.setup import STEP_HANDLERS, UNSUPPORTED_STEPS
 
+    load_all()
     problems: list[str] = []
     funcs = task.evaluator.get("func")
     for f in funcs if isinstance(funcs, list) else [funcs]:

@@ -10,8 +10,8 @@ and the live web pages it needs. Each task is then
 * **runnable here** when it is code-complete and also needs no program this machine lacks
   (``app``), no live web (``network``) and no download missing from the cache (``cache``).
 
-The registries are read live (every ``metrics*``/``getters*`` module of this package is
-imported first), so a newly registered metric counts without touching this file.
+The registries are read live (:func:`guigym.envs.desktop.evaluators.load_all` first), so a
+newly registered metric counts without touching this file.
 
 ``DIR`` may be OSWorld's ``evaluation_examples`` (a ``test_all.json`` index + ``examples/``),
 an ``examples`` folder (``<domain>/<id>.json``), one domain folder, or an index JSON file
@@ -30,10 +30,8 @@ JSON output (``--json``)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import pkgutil
 import shlex
 import shutil
 import sys
@@ -45,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from guigym.core.errors import ConfigError
+from guigym.envs.desktop.tasks import find_task_files  # noqa: F401  (re-exported, in __all__)
 
 __all__ = ["CATEGORIES", "TaskAudit", "Registries", "find_task_files", "audit_task", "audit_dir",
            "summarize", "main"]
@@ -55,14 +54,14 @@ RUNTIME_CATEGORIES = ("app", "network", "cache")
 CATEGORIES = CODE_CATEGORIES + RUNTIME_CATEGORIES + ("invalid",)
 
 #: getters that fetch a live web page themselves (OSWorld opens it with Playwright or requests);
-#: guigym's active_tab_info reads the tab already open instead (getters_browser.py), so it is not here
+#: guigym's active_tab_info reads the tab already open instead (evaluators/getters/browser.py), so it is not here
 NETWORK_GETTERS = frozenset({
     "info_from_website", "page_info", "pdf_from_url", "gotoRecreationPage_and_get_html_content",
     "googledrive_file",
 })
 #: metrics registered only to refuse, with a reason (counted as missing code): OSWorld's
 #: check_python_file_by_test_suite imports the agent's code, which may not run on the host, and a
-#: metric has no way into the desktop (metrics_misc.py)
+#: metric has no way into the desktop (evaluators/metrics/misc.py)
 REFUSED_METRICS = frozenset({"check_python_file_by_test_suite"})
 #: setup types that talk to a web service
 NETWORK_STEPS = frozenset({"googledrive", "login", "proxy"})
@@ -109,19 +108,13 @@ class Registries:
 
     @classmethod
     def live(cls) -> "Registries":
-        """Import every ``metrics*`` / ``getters*`` module of this package, then read
-        METRICS, GETTERS, STEP_HANDLERS and compare_table's rule types."""
-        pkg = importlib.import_module("guigym.envs.desktop")
-        for mod in pkgutil.iter_modules(pkg.__path__):
-            if mod.name.startswith(("metrics", "getters", "office")):
-                importlib.import_module(f"guigym.envs.desktop.{mod.name}")
-        from guigym.envs.desktop import office
-        from guigym.envs.desktop.getters import GETTERS
-        from guigym.envs.desktop.metrics import METRICS
+        """Load every getter and metric module (:func:`~guigym.envs.desktop.evaluators.load_all`),
+        then read METRICS, GETTERS, STEP_HANDLERS and compare_table's rule types."""
+        from guigym.envs.desktop.evaluators import GETTERS, METRICS, load_all
+        from guigym.envs.desktop.evaluators.metrics.table import _SUPPORTED_TABLE_RULES as rules
         from guigym.envs.desktop.setup import STEP_HANDLERS
 
-        rules = (getattr(office, "TABLE_RULES", None) or getattr(office, "SUPPORTED_TABLE_RULES", None)
-                 or getattr(office, "_SUPPORTED_TABLE_RULES", ()))
+        load_all()
         return cls(metrics=(frozenset(METRICS.names()) - REFUSED_METRICS) | {"infeasible"},
                    getters=frozenset(GETTERS.names()),
                    setup=frozenset(STEP_HANDLERS), table_rules=frozenset(rules))
@@ -140,44 +133,6 @@ def host_has_program(name: str) -> bool:
         if shutil.which(candidate) or ((_SANDBOX_BIN / candidate).is_file() and candidate not in _WRAPPERS_NEEDING):
             return True
     return False
-
-
-# --------------------------------------------------------------------------- task files
-
-
-def _index_tasks(index: Path, examples: Path) -> list[tuple[str, Path]]:
-    try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"--tasks: cannot read task index {index}: {e}") from None
-    if not isinstance(data, Mapping) or not all(isinstance(v, list) for v in data.values()):
-        raise ConfigError(f"--tasks: {index} is not an OSWorld index ({{domain: [task id, ...]}})")
-    return [(str(d), examples / str(d) / f"{i}.json") for d, ids in data.items() for i in ids]
-
-
-def find_task_files(root: Path) -> list[tuple[str, Path]]:
-    """``(domain, task file)`` pairs under ``root`` (see the module doc for the layouts).
-
-    With an index, every indexed id is listed even when its file is missing (the audit then
-    marks it ``invalid``). Without one, ``template.json`` and files outside domain folders of an
-    ``examples`` tree are skipped.
-    """
-    root = Path(root)
-    if root.is_file():
-        return _index_tasks(root, root.parent / "examples")
-    if not root.is_dir():
-        raise ConfigError(f"--tasks: {root} is neither a directory nor a task index file")
-    if (root / "test_all.json").is_file() and (root / "examples").is_dir():
-        return _index_tasks(root / "test_all.json", root / "examples")
-    if (root / "evaluation_examples" / "test_all.json").is_file():
-        return find_task_files(root / "evaluation_examples")
-    base = root / "examples" if (root / "examples").is_dir() else root
-    pairs = [(d.name, f) for d in sorted(base.iterdir()) if d.is_dir() for f in sorted(d.glob("*.json"))]
-    if not pairs:
-        pairs = [(root.name, f) for f in sorted(root.glob("*.json")) if f.name != "template.json"]
-    if not pairs:
-        raise ConfigError(f"--tasks: no OSWorld task files under {root} (expected <domain>/<id>.json)")
-    return pairs
 
 
 # --------------------------------------------------------------------------- one task

@@ -14,7 +14,7 @@ One episode (following OSWorld's ``DesktopEnv`` where it is sound, see docs/arch
    *and* the provider is a VM (``docker``/``qemu``/``remote``): then it runs inside the VM via
    ``/execute``, never on the host.
 3. end (done/fail or step budget): ``evaluator.postconfig`` runs, then the result/expected
-   getters and the metrics combined with ``conj`` (:func:`guigym.envs.desktop.metrics.evaluate`).
+   getters and the metrics combined with ``conj`` (:func:`guigym.envs.desktop.evaluators.evaluate`).
    ``func == "infeasible"``: reward 1 iff the agent's last action is ``fail``.
 
 Observation ``Dict``: ``screenshot`` Box(H, W, 3, uint8) with the pointer drawn, ``a11y``
@@ -390,10 +390,9 @@ def verify_task(env: OSWorldEnv, task: Task, last_action: Optional[A.Action]) ->
     """OSWorld's ``DesktopEnv.evaluate``: postconfig, then getters + metrics with ``conj``.
 
     Getter failures that mean "the desktop could not answer" raise EnvInfraError; a result the
-    getter could not find is None and scores 0 with a reason (metrics.evaluate).
+    getter could not find is None and scores 0 with a reason (evaluators.evaluate).
     """
-    from guigym.envs.desktop.getters import get
-    from guigym.envs.desktop.metrics import evaluate
+    from guigym.envs.desktop.evaluators import evaluate, get
 
     ev = task.evaluator
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from guigym.core.errors import TaskSpecError
+from guigym.core.errors import ConfigError, TaskSpecError
 from guigym.core.task import Task
 
 SUITE = "osworld"
@@ -287,3 +287,44 @@ def to_osworld_dict(task: Task) -> dict[str, Any]:
                            "evaluator": dict(task.evaluator)}
     out.update(task.extra)
     return out
+
+
+# --------------------------------------------------------------------------- task files
+
+
+def _index_tasks(index: Path, examples: Path) -> list[tuple[str, Path]]:
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--tasks: cannot read task index {index}: {e}") from None
+    if not isinstance(data, Mapping) or not all(isinstance(v, list) for v in data.values()):
+        raise ConfigError(f"--tasks: {index} is not an OSWorld index ({{domain: [task id, ...]}})")
+    return [(str(d), examples / str(d) / f"{i}.json") for d, ids in data.items() for i in ids]
+
+
+def find_task_files(root: Path) -> list[tuple[str, Path]]:
+    """``(domain, task file)`` pairs under ``root`` (layouts: OSWorld's ``evaluation_examples``
+    with a ``test_all.json`` index + ``examples/``, an ``examples`` folder of
+    ``<domain>/<id>.json``, one domain folder, or an index JSON file next to an ``examples``
+    folder).
+
+    With an index, every indexed id is listed even when its file is missing (the audit then
+    marks it ``invalid``). Without one, ``template.json`` and files outside domain folders of an
+    ``examples`` tree are skipped.
+    """
+    root = Path(root)
+    if root.is_file():
+        return _index_tasks(root, root.parent / "examples")
+    if not root.is_dir():
+        raise ConfigError(f"--tasks: {root} is neither a directory nor a task index file")
+    if (root / "test_all.json").is_file() and (root / "examples").is_dir():
+        return _index_tasks(root / "test_all.json", root / "examples")
+    if (root / "evaluation_examples" / "test_all.json").is_file():
+        return find_task_files(root / "evaluation_examples")
+    base = root / "examples" if (root / "examples").is_dir() else root
+    pairs = [(d.name, f) for d in sorted(base.iterdir()) if d.is_dir() for f in sorted(d.glob("*.json"))]
+    if not pairs:
+        pairs = [(root.name, f) for f in sorted(root.glob("*.json")) if f.name != "template.json"]
+    if not pairs:
+        raise ConfigError(f"--tasks: no OSWorld task files under {root} (expected <domain>/<id>.json)")
+    return pairs

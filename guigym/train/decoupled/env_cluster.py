@@ -65,12 +65,12 @@ class _LoggedPool:
 class PromptCodec:
     """What the PromptBuilder needs from a policy (``tokenizer``, ``encode``, ``encode_chat``)
     without its weights: an env node never holds the model. The encoding methods are
-    :class:`~guigym.train.policy.hf_policy.HFPolicy`'s own, so the ids are the same."""
+    :class:`~guigym.models.hf_policy.HFPolicy`'s own, so the ids are the same."""
 
     def __init__(self, path: str) -> None:
         from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
-        from guigym.train.policy.hf_policy import HFPolicy
+        from guigym.models.hf_policy import HFPolicy
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.image_processor = AutoImageProcessor.from_pretrained(path)

@@ -179,7 +179,7 @@ class RolloutService(WorkerPool):
             torch.set_num_threads(c.run.torch_threads)
         r = c.rollout
         if r.engine == "hf":
-            from guigym.train.policy.hf_policy import HFPolicy
+            from guigym.models.hf_policy import HFPolicy
             from guigym.train.rollout.policy_service import HFEngine
 
             engines = [HFEngine(HFPolicy(model_dir, device=c.model.device, dtype=c.model.dtype), max_batch=r.max_batch,

@@ -229,7 +229,7 @@ def run_decoupled(cfg: Any, resume: bool = False, log: Callable[[str], None] = p
         events = sorted(tlog.rows() + services.events(), key=lambda e: e["start"])
         dm_status = ray.get(services.dm.status.remote())
         if cfg.eval.enabled and not crashed:
-            from guigym.train.loop import two_proportion_z
+            from guigym.train.stats import two_proportion_z
 
             services.close_envs()  # their CPUs go to the evaluation
             summary["after"] = after = _evaluate(trainer, "after", version)

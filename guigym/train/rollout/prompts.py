@@ -16,7 +16,7 @@ Two modes:
   ``history_images >= 1`` every turn carries its own screenshot (all stay in the sequence);
   with 0 the turns are text only.
 
-The policy object must offer what :class:`guigym.train.policy.hf_policy.HFPolicy` offers:
+The policy object must offer what :class:`guigym.models.hf_policy.HFPolicy` offers:
 ``tokenizer`` (with a chat template), ``encode(text, images) -> Encoded``.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from guigym.train.rollout.constrain import candidates_from_a11y, grid_candidates, visible_nodes
+from guigym.models.constrain import candidates_from_a11y, grid_candidates, visible_nodes
 
 #: node states shown in the compact a11y text
 _STATES = ("value", "checked", "selected", "expanded", "focused", "disabled")

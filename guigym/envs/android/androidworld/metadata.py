@@ -70,7 +70,7 @@ class TaskMetadata:
 
 def metadata_table() -> list[TaskMetadata]:
     """A row per implemented task, sorted by name."""
-    from guigym.envs.android.androidworld import TASKS
+    from guigym.envs.android.androidworld.base import TASKS  # the package __init__ (run before any submodule) registered every task
 
     rows = []
     for name in TASKS.names():

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from guigym.core.errors import ConfigError
+from guigym.envs.web.webarena.sites.base import site_urls  # noqa: F401  (re-exported)
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 
@@ -116,13 +117,6 @@ def spec(name: str) -> EmbeddedSite:
 def available(names: Optional[Iterable[str]] = None) -> list[str]:
     """The embedded sites (of ``names``, default all) this machine can run."""
     return [n for n in (names if names is not None else EMBEDDED) if not spec(n).missing()]
-
-
-def site_urls(site: Any) -> dict[str, str]:
-    """Site key -> base URL of a started site: its ``urls`` mapping when it serves several keys
-    (a shop and its admin dashboard), else ``{site.key: site.url}``."""
-    urls = getattr(site, "urls", None)
-    return dict(urls) if urls else {site.key: site.url}
 
 
 def build_cache_dir() -> Path:

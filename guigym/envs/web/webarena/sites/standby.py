@@ -124,7 +124,7 @@ class StandbySite:
     # -- the site contract --------------------------------------------------------------------
     def start(self) -> str:
         """Start every instance and one relay per base URL; returns the (relayed) main URL."""
-        from guigym.envs.web.webarena.sites import site_urls
+        from guigym.envs.web.webarena.sites.base import site_urls
 
         try:
             first, *others = self.instances
