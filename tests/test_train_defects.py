@@ -148,6 +148,33 @@ def test_extra_loss_matches_hand_computation_under_accumulation(tiny, tokens, lo
     assert m["loss"] == pytest.approx(pg + sft, abs=1e-5)
 
 
+# ---- the Dr. GRPO constant follows the sample builder (issue 32 item 6 / issue 33 item 5) ----------
+@pytest.mark.parametrize("builder", ["stepwise", "multiturn"])
+def test_dr_grpo_constant_is_the_most_trained_tokens_one_sample_holds(tiny, tmp_path, builder):
+    cfg = recipe(tmp_path, tiny, loss_type="seq-mean-token-sum-norm", sample_builder=builder)
+    steps, new_tokens = cfg["env"]["max_steps"], cfg["rollout"]["max_new_tokens"]
+    assert (steps, new_tokens) == (3, 16)
+    t = trainer(cfg)
+    try:
+        # a step sample holds one response (<= 16 trained tokens); a multiturn sample holds the
+        # responses of all 3 steps (<= 48): before the fix both divided by 16
+        assert t.learner.max_len_norm == (16 if builder == "stepwise" else 3 * 16)
+    finally:
+        t.close()
+
+
+def test_dr_grpo_multiturn_without_a_step_budget_is_refused(tiny, tmp_path):
+    from guigym.core.errors import ConfigError
+    from guigym.train.config import from_dict
+
+    cfg = recipe(tmp_path, tiny, loss_type="seq-mean-token-sum-norm", sample_builder="multiturn")
+    cfg["env"]["max_steps"] = None
+    with pytest.raises(ConfigError, match=r"env\.max_steps"):
+        from_dict(cfg)
+    cfg["algorithm"]["sample_builder"] = "stepwise"  # one response per sample: no step budget needed
+    assert from_dict(cfg).algorithm.sample_builder == "stepwise"
+
+
 # ---- the reported loss, and the help texts --------------------------------------------------------
 def test_reported_loss_is_per_optimizer_step_and_help_texts_state_units(tiny, tokens):
     from guigym.train.learner import Learner

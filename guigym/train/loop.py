@@ -252,9 +252,15 @@ class Trainer:
             raise ConfigError("distributed.strategy: fsdp is not wired into the training loop yet (weight sync, "
                               "checkpoints and plug-in model reads run on rank 0 only); use ddp, or the Learner "
                               "directly (guigym.train.learner.Learner(strategy='fsdp'))")
+        from guigym.train.samples import max_trained_tokens
+
+        # Dr. GRPO's constant: the most trained tokens one sample can hold; None (multiturn without
+        # env.max_steps) is refused by the config for seq-mean-token-sum-norm, and unused otherwise
+        max_len = max_trained_tokens(cfg.algorithm.sample_builder, cfg.rollout.max_new_tokens, cfg.env.max_steps)
         self.learner = Learner(policy, cfg.algorithm, cfg.optim, cfg.model.lora, total_updates=cfg.run.iterations,
                                image_loader=(self.store.get_blob if self.store is not None else None),
-                               max_len_norm=cfg.rollout.max_new_tokens, extra_losses=extra,
+                               max_len_norm=max_len if max_len is not None else cfg.rollout.max_new_tokens,
+                               extra_losses=extra,
                                mixed_precision=cfg.model.mixed_precision, temperature=cfg.rollout.temperature,
                                strategy=cfg.distributed.strategy)
         self.learner.policy_loss_fn = self.policy_loss
