@@ -108,6 +108,42 @@ def test_stepwise_advantage_trajectory_statistics_and_zero_length():
         stepwise_grpo_advantages(rewards, ["g"] * 3, [1, 1])
 
 
+# ---- equal rewards give exactly 0 and the group is dropped (issue 32 item 6) --------------------
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 0.7])
+@pytest.mark.parametrize("scale", ["std", "none", "batch"])
+def test_equal_rewards_give_exactly_zero_and_the_group_is_dropped(value, scale):
+    from guigym.train.algorithms.estimators import ADVANTAGE_ESTIMATORS, drop_zero_advantage_groups
+
+    # the float64 mean of [0.1] * 3 is 0.1 + 1.4e-17: before the fix the advantages were -1.39e-13
+    # (std scale) and the group escaped the drop, which promises exactly 0 for a constant group
+    rewards = torch.tensor([value] * 3 + [0.0, 1.0], dtype=torch.float64)
+    adv = grpo_advantages(rewards, ["c", "c", "c", "v", "v"], scale=scale)
+    assert adv[:3].tolist() == [0.0, 0.0, 0.0]  # exact: the docstring promises exactly 0
+    assert abs(float(adv[3])) > 0.1 and abs(float(adv[4])) > 0.1  # the varying group still trains
+    steps = stepwise_grpo_advantages(rewards, ["c", "c", "c", "v", "v"], [2, 1, 3, 1, 1], scale=scale)
+    assert steps[:6].tolist() == [0.0] * 6
+    const = Group("gc", "t1", [_traj(f"c{i}", value, [], group="gc") for i in range(3)])
+    varying = Group("gv", "t2", [_traj("v0", 0.0, [], group="gv", task="t2"),
+                                 _traj("v1", 1.0, [], group="gv", task="t2")])
+    shaped = {t.traj_id: t.reward for g in (const, varying) for t in g.trajectories}
+    est = ADVANTAGE_ESTIMATORS.build("grpo", scale=scale)([const, varying], shaped)
+    assert [g.group_id for g in drop_zero_advantage_groups([const, varying], est)] == ["gv"]
+
+
+def test_constant_group_tolerance_is_relative_to_the_reward_scale():
+    # rewards equal but for rounding (0.1 + 0.2 != 0.3 in binary) are a constant group ...
+    close_pair = [0.1 + 0.2, 0.3, 0.3]
+    assert grpo_advantages(torch.tensor(close_pair, dtype=torch.float64), ["g"] * 3).tolist() == [0.0] * 3
+    # ... also on a return scale of thousands, where that rounding is 4.5e-13 in absolute terms
+    big = [1e4 * (0.1 + 0.2), 3000.0, 3000.0]
+    assert big[0] - big[1] > 1e-13
+    assert grpo_advantages(torch.tensor(big, dtype=torch.float64), ["g"] * 3).tolist() == [0.0] * 3
+    # a genuine (if tiny) difference is not flattened: 0.5 vs 0.5 + 1e-9, Dr. GRPO centring
+    # gives -/+ 5e-10
+    adv = grpo_advantages(torch.tensor([0.5, 0.5 + 1e-9], dtype=torch.float64), ["g"] * 2, scale="none")
+    close(adv, [-5e-10, 5e-10], atol=1e-15)
+
+
 # ---- PPO clip with asymmetric epsilons ----------------------------------------------------------
 RATIOS = [0.5, 0.9, 1.25, 1.5]  # below 1 - 0.2; inside; inside only thanks to eps_high 0.28; above
 

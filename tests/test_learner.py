@@ -191,9 +191,12 @@ def test_update_raises_logprob_of_positive_advantage_and_is_weight_is_one(tiny):
         m = learner.update(samples)
         losses.append(m["loss"])
         if i == 0:
-            # rollout and trainer log-probs agree, so the truncated IS weight is exactly 1 everywhere
-            assert m["is_weight_mean"] == 1.0 and m["is_weight_min"] == 1.0
-            assert m["ratio_mean"] == 1.0  # pi_train_old recomputed before the update == logp
+            # rollout and trainer log-probs agree, so the truncated IS weight is 1 everywhere, up to
+            # float32 rounding of exp(logp_old - logp_rollout) (0.99999994 was seen on another CPU)
+            assert m["is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+            assert m["is_weight_min"] == pytest.approx(1.0, abs=1e-5)
+            # pi_train_old recomputed before the update == logp
+            assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     with torch.no_grad():
         after = learner.logprobs(batch).sum(1)
     assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1
@@ -215,7 +218,7 @@ def test_kl_to_reference_is_zero_at_start_and_grows(tiny):
     samples = build_stepwise(trajs, {t.traj_id: (1.0 if t.reward else -1.0) for t in trajs})
     learner = _learner(tiny, algo={"beta": 0.1, "kl_estimator": "k3"})
     first = learner.update(samples)
-    assert first["kl"] == 0.0
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)  # reference == policy at start, up to rounding
     for _ in range(3):
         m = learner.update(samples)
     assert m["kl"] > 1e-4

@@ -18,7 +18,7 @@ from train_helpers import capture_updates as _capture_updates  # noqa: E402
 
 from guigym.train.algorithms.registry import GROUP_BUILDERS, REWARD_SHAPERS, TASK_SAMPLERS  # noqa: E402
 from guigym.train.config import AlgorithmConfig, OptimConfig, describe  # noqa: E402
-from guigym.train.data.types import Group, Trajectory  # noqa: E402
+from guigym.train.data.types import Group, Step, Trajectory  # noqa: E402
 from guigym.train.samples import Sample, Segment, build_stepwise  # noqa: E402
 
 
@@ -146,6 +146,33 @@ def test_extra_loss_matches_hand_computation_under_accumulation(tiny, tokens, lo
     assert m["optimizer_steps"] == 1.0
     assert m["pg_loss"] == pytest.approx(pg, abs=1e-5)
     assert m["loss"] == pytest.approx(pg + sft, abs=1e-5)
+
+
+# ---- the Dr. GRPO constant follows the sample builder (issue 32 item 6 / issue 33 item 5) ----------
+@pytest.mark.parametrize("builder", ["stepwise", "multiturn"])
+def test_dr_grpo_constant_is_the_most_trained_tokens_one_sample_holds(tiny, tmp_path, builder):
+    cfg = recipe(tmp_path, tiny, loss_type="seq-mean-token-sum-norm", sample_builder=builder)
+    steps, new_tokens = cfg["env"]["max_steps"], cfg["rollout"]["max_new_tokens"]
+    assert (steps, new_tokens) == (3, 16)
+    t = trainer(cfg)
+    try:
+        # a step sample holds one response (<= 16 trained tokens); a multiturn sample holds the
+        # responses of all 3 steps (<= 48): before the fix both divided by 16
+        assert t.learner.max_len_norm == (16 if builder == "stepwise" else 3 * 16)
+    finally:
+        t.close()
+
+
+def test_dr_grpo_multiturn_without_a_step_budget_is_refused(tiny, tmp_path):
+    from guigym.core.errors import ConfigError
+    from guigym.train.config import from_dict
+
+    cfg = recipe(tmp_path, tiny, loss_type="seq-mean-token-sum-norm", sample_builder="multiturn")
+    cfg["env"]["max_steps"] = None
+    with pytest.raises(ConfigError, match=r"env\.max_steps"):
+        from_dict(cfg)
+    cfg["algorithm"]["sample_builder"] = "stepwise"  # one response per sample: no step budget needed
+    assert from_dict(cfg).algorithm.sample_builder == "stepwise"
 
 
 # ---- the reported loss, and the help texts --------------------------------------------------------
@@ -279,3 +306,161 @@ def test_learner_logprobs_with_images_and_right_padding_match_one_by_one(tiny, t
     assert (lp_other[0] - lp[0]).abs().max() > 1e-4 and torch.allclose(lp_other[1], lp[1], atol=1e-5)
     m = learner.update(samples)
     assert m["samples"] == 2.0 and math.isfinite(m["loss"])
+
+
+# ---- WebRL eq. 6: the reference is the previous phase's actor (issue 32 item 6 / 33 item 5) ------
+def _same(a, b):
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_webrl_reference_is_the_previous_phase_actor_and_survives_resume(tiny, tokens, tmp_path):
+    import os
+
+    cfg = recipe(tmp_path, tiny, policy_loss="webrl_kl_regression", beta=0.1, skip_zero_advantage_groups=False,
+                 plugin_options={"webrl_kl_regression": {"phase_iterations": 2}})
+    spec = [("t1", "g", 1, 1.0), ("t1", "g", 1, 0.0)]
+    t = trainer(cfg)
+    try:
+        ref = lambda: {k: v.clone() for k, v in t.learner.ref_model.state_dict().items()}  # noqa: E731
+        actor = lambda: {k: v.clone() for k, v in t.learner.model.state_dict().items()}  # noqa: E731
+        initial = actor()
+        logged = []
+        for it in (0, 1):  # phase 0: anchored to the initial weights
+            store_iteration(t, tokens, it, [(a, f"{b}{it}", n, r) for a, b, n, r in spec])
+            logged.append(t.iteration(it)["log_ratio_ref_mean"])
+            assert _same(ref(), initial) and t.learner.reference_version is None
+        # by iteration 1 the actor had moved from the initial weights: the eq. 6 log-ratio is not 0
+        assert abs(logged[1]) > 1e-3, logged
+        end_of_phase0 = actor()
+        store_iteration(t, tokens, 2, [(a, f"{b}2", n, r) for a, b, n, r in spec])
+        m2 = t.iteration(2)  # phase 1 starts: pi_ref = the actor that finished phase 0
+        assert t.learner.reference_version == 2 and _same(ref(), end_of_phase0)
+        assert not _same(ref(), initial)
+        assert m2["log_ratio_ref_mean"] == pytest.approx(0.0, abs=1e-5)  # measured before the update
+        ck2 = tmp_path / "run" / "checkpoints" / "ckpt-000002"
+        assert json.loads((ck2 / "state.json").read_text())["reference_version"] == 2
+    finally:
+        t.close()
+    b = trainer(cfg, resume=True)  # a new process: the phase's reference comes from the checkpoint
+    try:
+        assert b.start_iteration == 3 and b.learner.reference_version == 2
+        assert _same({k: v for k, v in b.learner.ref_model.state_dict().items()}, end_of_phase0)
+        store_iteration(b, tokens, 3, [(a, f"{b_}3", n, r) for a, b_, n, r in spec])
+        b.iteration(3)  # same phase: the reference stays
+        assert _same({k: v for k, v in b.learner.ref_model.state_dict().items()}, end_of_phase0)
+    finally:
+        b.close()
+    ck3 = tmp_path / "run" / "checkpoints" / "ckpt-000003"
+    # an unchanged reference is linked from the previous checkpoint, not written again
+    assert os.stat(ck3 / "reference.pt").st_ino == os.stat(ck2 / "reference.pt").st_ino
+
+
+def test_webrl_reference_refresh_under_lora_swaps_adapters_in_and_out(tiny, tokens):
+    from guigym.train.algorithms.policy_losses import POLICY_LOSSES
+    from guigym.train.config import LoraConfig
+    from guigym.train.learner import Learner
+    from guigym.train.policy.hf_policy import HFPolicy
+
+    samples = []
+    for k, a in enumerate((1.0, -1.0)):
+        traj = Trajectory(traj_id=f"l{k}", run_id="", task_id="t", seed=0, group_id="g",
+                          steps=[tokens.step(PROMPTS[k])], reward=1.0)
+        samples += build_stepwise([traj], {traj.traj_id: a})
+    algo = AlgorithmConfig(beta=0.5, policy_loss="webrl_kl_regression")
+    learner = Learner(HFPolicy(tiny), algo, OptimConfig(learning_rate=5e-2), LoraConfig(enabled=True, r=4))
+    learner.policy_loss_fn = POLICY_LOSSES.build("webrl_kl_regression", algo=algo)
+    learner.update(samples)
+    learner.update(samples)
+    batch = learner.collate(samples)
+
+    def log_ratio():
+        with torch.no_grad():
+            return ((learner.logprobs(batch) - learner._ref_logprobs(batch)) * batch.mask).sum(1)
+
+    assert float(log_ratio().abs().max()) > 1e-3  # the adapters moved away from the base model
+    learner.refresh_reference(2)
+    before = learner.trainable_state()
+    assert float(log_ratio().abs().max()) < 1e-5  # the reference is now the actor itself
+    assert _same(learner.trainable_state(), before)  # the swap put the actor's adapters back
+    saved = learner.reference_state()
+    learner.update(samples)
+    assert float(log_ratio().abs().max()) > 1e-4  # trained on, against the phase's reference
+    other = Learner(HFPolicy(tiny), algo, OptimConfig(), LoraConfig(enabled=True, r=4))
+    other.load_trainable_state(before)
+    other.load_reference_state(saved)  # a resumed learner: same adapters, same reference
+    ob = other.collate(samples)
+    with torch.no_grad():
+        assert float(((other.logprobs(ob) - other._ref_logprobs(ob)) * ob.mask).sum(1).abs().max()) < 1e-5
+    assert other.reference_version == 2
+
+
+# ---- WebRL's replay filter scores the buffer with the last phase's actor (issue 32 item 6) ----------
+def test_webrl_replay_buffer_is_scored_by_the_last_phase_actor(tiny, tokens, tmp_path):
+    """WebRL sec. 2.2: "During phase i, we use the actor from the last phase to compute the
+    perplexity of all actions in the buffer" -- not the log-probs recorded when each action was
+    sampled, by a policy several phases older."""
+    import random
+
+    from guigym.train.algorithms.context import PluginContext
+    from guigym.train.algorithms.policy_handle import PolicyHandle
+    from guigym.train.algorithms.registry import STEP_FILTERS
+    from guigym.train.data.store import DataStore
+    from guigym.train.learner import Learner
+    from guigym.train.policy.hf_policy import HFPolicy
+
+    learner = Learner(HFPolicy(tiny), AlgorithmConfig(), OptimConfig(learning_rate=5e-2))
+    handle = PolicyHandle(learner)
+    store = DataStore.for_run_dir(str(tmp_path / "replay"))
+    run = store.start_run("score")
+
+    def put(trajs):
+        for t in trajs:
+            t.run_id = run
+        store.add_trajectories(run, trajs)
+        return trajs
+
+    def ctx(it):
+        return PluginContext(iteration=it, rng=random.Random(it), store=store, run_id=run, policy=handle)
+
+    b = GROUP_BUILDERS.build("webrl_replay", phase_iterations=2, max_replays=2)
+    win = tokens.traj("A", "a0", 1, 1.0, 0)  # recorded log-probs: the initial policy's
+    b([Group("a0", "A", put([win, tokens.traj("A", "a0", 1, 0.0, 0)]))], ctx=ctx(0))
+    samples = build_stepwise([win], {win.traj_id: 1.0})
+    learner.update(samples)  # the actor trains through phase 0
+    learner.update(samples)
+    st = win.steps[0]
+    def mean(xs):
+        return sum(xs) / len(xs)
+
+    # what the actor that finished phase 0 gives the buffered action, through HFPolicy's own path
+    boundary = mean(learner.policy.logprobs_of(st.prompt_ids, st.response_ids))
+    recorded = mean(st.rollout_logprobs)
+    assert abs(boundary - recorded) > 0.05, (boundary, recorded)
+
+    def fresh(it):
+        return [Group(f"a{it}", "A", put([tokens.traj("A", f"a{it}", 1, 0.0, it) for _ in range(2)]))]
+
+    rep = b(fresh(2), ctx=ctx(2))[0].trajectories[-1]  # phase 1's first iteration
+    assert rep.source == "replay"
+    assert rep.steps[0].info["actor_mean_logprob"] == pytest.approx(boundary, abs=1e-4)
+    assert rep.steps[0].rollout_logprobs == st.rollout_logprobs  # behaviour log-probs kept (TIS weight)
+    learner.update(samples)  # later in phase 1 the actor moves on; the phase's scores stay
+    assert abs(mean(learner.policy.logprobs_of(st.prompt_ids, st.response_ids)) - boundary) > 1e-3
+    again = b(fresh(3), ctx=ctx(3))[0].trajectories[-1]
+    assert again.source == "replay"
+    assert again.steps[0].info["actor_mean_logprob"] == pytest.approx(boundary, abs=1e-4)
+    # the perplexity band judges the replayed step by that score: a band around the boundary
+    # actor's probability, excluding the recorded one, keeps it; on the recorded log-probs it drops
+    p_new, p_old = math.exp(boundary), math.exp(recorded)
+    mid = (p_new + p_old) / 2
+    band = STEP_FILTERS.build("perplexity_band", low=mid, high=1.0) if p_new > p_old else \
+        STEP_FILTERS.build("perplexity_band", low=0.0, high=mid)
+    assert band([rep]) == [[True]]
+    unscored = rep.injected_copy("replay", key="x")
+    unscored.steps = [Step(**{**vars(s), "info": {}}) for s in unscored.steps]
+    assert band([unscored]) == [[False]]
+    # the scores are part of the checkpointed state
+    c = GROUP_BUILDERS.build("webrl_replay", phase_iterations=2, max_replays=2)
+    c.load_state_dict(json.loads(json.dumps(b.state_dict())))
+    assert c.buffer == b.buffer
+    store.close()

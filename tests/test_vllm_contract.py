@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -263,7 +264,8 @@ def test_reply_outside_the_candidates_is_an_error(standins):
 
 
 def test_lora_refresh_one_endpoint_at_a_time(standins, tmp_path):
-    eng = HTTPEngine([s.url for s in standins], token=KEY, api="vllm", model=BASE_MODEL, lora_prefix="pol")
+    eng = HTTPEngine([s.url for s in standins], token=KEY, api="vllm", model=BASE_MODEL, lora_prefix="pol",
+                     session="s1")
     assert eng.weight_sync == "lora"
     adapter1, adapter2 = tmp_path / "a1", tmp_path / "a2"
     req = GenRequest(prompt_ids=[1, 2, 3], seed=5)
@@ -282,18 +284,53 @@ def test_lora_refresh_one_endpoint_at_a_time(standins, tmp_path):
         assert not t.is_alive()
         assert [(e, v) for e, v in eng.refreshes] == [(standins[0].url, 1), (standins[1].url, 1)]
         for s in standins:
-            assert s.adapters == {"pol-v1": str(adapter1)}
+            assert s.adapters == {"pol-s1-v1": str(adapter1)}
         after = [eng.submit(req).result(30) for _ in range(4)]
         assert {r.policy_version for r in after} == {1}
-        assert {b["model"] for s in standins for p, b in s.log[-2:] if p == "/v1/completions"} == {"pol-v1"}
+        assert {b["model"] for s in standins for p, b in s.log[-2:] if p == "/v1/completions"} == {"pol-s1-v1"}
         # next version: a new adapter name (vLLM refuses to load a name twice), the old one unloaded
         eng.update_weights(2, adapter2)
         for s in standins:
-            assert s.adapters == {"pol-v2": str(adapter2)}
+            assert s.adapters == {"pol-s1-v2": str(adapter2)}
             assert [p for p, _ in s.log[-2:]] == ["/v1/load_lora_adapter", "/v1/unload_lora_adapter"]
         assert eng.submit(req).result(30).policy_version == 2
     finally:
         eng.close()
+
+
+def test_resumed_engine_never_reloads_an_adapter_name_the_crashed_one_left(standins, tmp_path):
+    """A trainer pushes version v+1 after iteration v, then checkpoints; killed in between or
+    after, its resume re-pushes the version it resumes at, which the servers (they outlive the
+    trainer) still hold under the crashed process's name. Issue 32 item 6."""
+    server = standins[0]
+    crashed = HTTPEngine([server.url], token=KEY, api="vllm", model=BASE_MODEL)
+    try:
+        crashed.update_weights(1, tmp_path / "v1")
+        crashed.update_weights(2, tmp_path / "v2")
+    finally:
+        crashed.close()  # a crash unloads nothing
+    (left,) = server.adapters
+    # the stand-in refuses a second load of a name, as vLLM does
+    req = urllib.request.Request(server.url + "/load_lora_adapter", method="POST",
+                                 data=json.dumps({"lora_name": left, "lora_path": "x"}).encode(),
+                                 headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 400 and "already been loaded" in refused.value.read().decode()
+    # the resumed process: a new engine at version 2 re-pushes version 2, then trains on to 3
+    resumed = HTTPEngine([server.url], token=KEY, api="vllm", model=BASE_MODEL, version=2)
+    try:
+        resumed.update_weights(2, tmp_path / "v2-resumed")
+        r = resumed.submit(GenRequest(prompt_ids=[1, 2], seed=3)).result(30)
+        assert r.policy_version == 2
+        serving = server.log[-1][1]["model"]
+        assert serving != left and server.adapters[serving] == str(tmp_path / "v2-resumed")
+        resumed.update_weights(3, tmp_path / "v3")
+        # the resumed engine unloads its own previous adapter; the crashed one's stays untouched
+        assert set(server.adapters) == {left, server.log[-2][1]["lora_name"]}
+        assert server.adapters[server.log[-2][1]["lora_name"]] == str(tmp_path / "v3")
+    finally:
+        resumed.close()
 
 
 def test_guigym_extensions_are_not_needed_and_admin_sync_fails_on_stock_vllm(standins, tmp_path):

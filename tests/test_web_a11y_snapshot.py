@@ -41,11 +41,21 @@ def _roles(xml: str) -> list[str]:
 
 
 def test_time_cap_is_not_spent_on_pending_layout(ctl):
+    n, node_cap = 5000, 10 ** 7  # the node cap far above the page: only the time cap can stop a walk
+    # how long the whole walk takes on this machine, over a laid-out page of the same size (the
+    # outcome below must not depend on machine speed: a fixed 20 ms cap with the default 2,000-node
+    # cap let a fast machine reach the node cap first)
+    full = ctl.evaluate("([n, nodeCap]) => { grow(n); document.body.getBoundingClientRect(); "
+                        "const s = window.__guigym.snapshot({nodeCap, timeCapMs: 1e9}); "
+                        "return {ms: s.ms, truncated: s.truncated, nodes: s.nodes}; }", [n, node_cap])
+    assert not full["truncated"] and full["nodes"] >= n and full["ms"] > 0, full
+    cap = full["ms"] / 10  # a tenth of the measured walk: this cap must stop the same walk
     # grow() and the snapshot run in one task: nothing lays the new nodes out in between
-    snap = ctl.evaluate("(n) => { grow(n); const s = window.__guigym.snapshot({timeCapMs: 20}); "
-                        "return {xml: s.xml, truncated: s.truncated, reason: s.reason}; }", 60000)
-    # 60k nodes cannot be walked in 20 ms: the cap stops the walk, and says so
-    assert snap["truncated"] and "time cap" in snap["reason"], snap["reason"]
+    snap = ctl.evaluate("([n, nodeCap, timeCapMs]) => { grow(n); "
+                        "const s = window.__guigym.snapshot({nodeCap, timeCapMs}); "
+                        "return {xml: s.xml, truncated: s.truncated, reason: s.reason}; }", [n, node_cap, cap])
+    # the cap stops the walk, and says so
+    assert snap["truncated"] and "time cap" in snap["reason"], (snap["reason"], full["ms"])
     # ... but only after the nodes before the bulk: the checkbox is there
     assert _roles(snap["xml"])[:1] == ["checkbox"], snap["xml"][:300]
 

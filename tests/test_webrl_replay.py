@@ -41,8 +41,9 @@ def put(store, run, trajs):
     return trajs
 
 
-def ctx(iteration, store, run):
-    return PluginContext(iteration=iteration, rng=random.Random(iteration), store=store, run_id=run, history={})
+def ctx(iteration, store, run, policy=None):
+    return PluginContext(iteration=iteration, rng=random.Random(iteration), store=store, run_id=run, history={},
+                         policy=policy)
 
 
 def sources(groups):
@@ -87,6 +88,16 @@ def test_max_ratio_caps_the_replayed_share_and_state_round_trips(store):
     assert sorted(e["replays"] for e in c.buffer) == [0, 0, 0, 1]
 
 
+def test_replay_is_capped_at_twice_the_fresh_data_by_default(store):
+    # WebRL appendix A: "the replay data limited to twice the size of current interaction data"
+    run = store.start_run("twice")
+    b = GROUP_BUILDERS.build("webrl_replay")
+    b([Group("a0", "A", put(store, run, [traj("A", True) for _ in range(5)]))], ctx=ctx(0, store, run))
+    out = b([Group("a1", "A", put(store, run, [traj("A", False), traj("A", False)]))], ctx=ctx(1, store, run))
+    # M = 2 fresh trajectories -> 4 of the 5 buffered successes replayed (was 2 with max_ratio 1)
+    assert sources(out) == [["on_policy"] * 2 + ["replay"] * 4]
+
+
 def test_bad_options_name_the_field():
     with pytest.raises(ConfigError, match="phase_iterations"):
         GROUP_BUILDERS.build("webrl_replay", phase_iterations=0)
@@ -103,3 +114,8 @@ def test_the_recipe_composes_replay_with_the_perplexity_filter():
     assert "webrl_replay" in names
     f = STEP_FILTERS.build("perplexity_band", **cfg.algorithm.plugin_options["perplexity_band"])
     assert f.sources == frozenset({"replay"})
+    opts = cfg.algorithm.plugin_options
+    assert opts["webrl_replay"]["max_ratio"] == 2.0  # appendix A: twice the current interaction data
+    # one phase length for the curriculum, the replay and eq. 6's previous-phase reference
+    assert opts["webrl_kl_regression"]["phase_iterations"] == opts["webrl_replay"]["phase_iterations"] \
+        == opts["webrl_curriculum"]["phase_iterations"]

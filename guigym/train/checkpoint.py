@@ -8,6 +8,9 @@ Layout (``<run.dir>/checkpoints/``)::
       rng.pt          python ``random``, numpy legacy + torch CPU (+ CUDA) generator states
                       (as tensors, ints and floats only)
       state.json      iteration, policy version, loop cursors (task sampler state, counters)
+      reference.pt    only once the reference policy was refreshed from the actor (WebRL's
+                      previous-phase reference): {"version", "state"}; a hard link to the
+                      previous checkpoint's file while the version is unchanged
 
 Every ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, numbers, strings
 and containers only, never arbitrary pickled objects, so a checkpoint directory someone else
@@ -133,6 +136,9 @@ def save(root: str | Path, iteration: int, learner: Any, state: dict[str, Any], 
     torch.save({"optimizer": learner.optimizer.state_dict(), "scheduler": learner.scheduler.state_dict(),
                 "optimizer_steps": learner.optimizer_steps}, tmp / "optimizer.pt")
     torch.save(rng_state(), tmp / "rng.pt")
+    ref_version = _save_reference(root, learner, tmp)
+    if ref_version is not None:
+        state = {**state, "reference_version": ref_version}
     (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1, sort_keys=True))
     _fsync_tree(tmp)
     if final.exists():  # a rerun of the same iteration (resume after a crash right after saving)
@@ -144,6 +150,25 @@ def save(root: str | Path, iteration: int, learner: Any, state: dict[str, Any], 
     for stale in root.glob("ckpt-*.tmp-*"):  # leftovers of crashed writers
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def _save_reference(root: Path, learner: Any, tmp: Path) -> Optional[int]:
+    """Write ``tmp/reference.pt`` when the learner's reference was refreshed; returns its version.
+    A reference unchanged since the newest checkpoint is hard-linked, not written again (a full
+    model's copy per checkpoint would double the disk use)."""
+    version = getattr(learner, "reference_version", None)
+    if version is None:
+        return None
+    prev = latest(root)
+    if prev is not None and (prev / "reference.pt").is_file():
+        try:
+            if json.loads((prev / "state.json").read_text()).get("reference_version") == version:
+                os.link(prev / "reference.pt", tmp / "reference.pt")
+                return int(version)
+        except OSError:  # no hard links on this file system: write a copy
+            pass
+    torch.save(learner.reference_state(), tmp / "reference.pt")
+    return int(version)
 
 
 def load(path: str | Path, learner: Any, restore_rng: bool = True) -> dict[str, Any]:
@@ -165,6 +190,8 @@ def load(path: str | Path, learner: Any, restore_rng: bool = True) -> dict[str, 
         group["lr"] = base * fn(sched.last_epoch)
     sched._last_lr = [g["lr"] for g in learner.optimizer.param_groups]
     learner.optimizer_steps = int(opt.get("optimizer_steps", 0))
+    if (path / "reference.pt").is_file():  # a reference refreshed from the actor (else: the initial weights)
+        learner.load_reference_state(_load_pt(path / "reference.pt"))
     if restore_rng:
         set_rng_state(_load_pt(path / "rng.pt"))
     return json.loads((path / "state.json").read_text())

@@ -255,7 +255,10 @@ class AlgorithmConfig(_Section):
                                 "(verl multi-turn). Default stepwise")
     loss_type: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = Field(
         "token-mean", description="loss aggregation (verl `loss_agg_mode`; TRL `loss_type` 'dapo' = token-mean, "
-                                  "'grpo' = seq-mean-token-mean; default token-mean as DAPO)")
+                                  "'grpo' = seq-mean-token-mean, 'dr_grpo' = seq-mean-token-sum-norm, whose constant "
+                                  "is the most trained tokens one sample holds: rollout.max_new_tokens for the "
+                                  "stepwise builder, env.max_steps * rollout.max_new_tokens for multiturn; default "
+                                  "token-mean as DAPO)")
     epsilon: float = Field(0.2, gt=0, lt=1, description="lower clip range: ratio >= 1 - epsilon (TRL `epsilon`; PPO, "
                                                   "Schulman et al. 2017; default 0.2)")
     epsilon_high: Optional[float] = Field(
@@ -544,6 +547,12 @@ class TrainConfig(_Section):
                              f"run.topology: decoupled or drop the decoupled section")
         if self.run.tensorboard and not self.log.tensorboard:  # the older key still works
             self.log.tensorboard = True
+        if (self.algorithm.loss_type == "seq-mean-token-sum-norm" and self.algorithm.sample_builder == "multiturn"
+                and self.env.max_steps is None):
+            # Dr. GRPO divides by the most trained tokens a sample can hold: max_steps * max_new_tokens
+            raise ValueError("env.max_steps: loss_type seq-mean-token-sum-norm (Dr. GRPO) with sample_builder "
+                             "multiturn divides by env.max_steps * rollout.max_new_tokens, the most trained tokens "
+                             "one trajectory can hold; set env.max_steps")
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
         if self.model.warm_start and self.model.path:

@@ -9,7 +9,8 @@ One :meth:`Learner.update` per training iteration (shapes: N samples from
 2. Truncated importance weight ``w = min(pi_train_old / pi_rollout, C)`` per token (DART eq. 2),
    from the rollout engine's recorded log-probs. Exactly 1 when the two agree (and C >= 1).
 3. Optional reference log-probs (``beta > 0``): a frozen copy of the initial weights, or the
-   base model with adapters disabled under LoRA.
+   base model with adapters disabled under LoRA; :meth:`Learner.refresh_reference` replaces it
+   with the current actor (WebRL's reference is the previous phase's actor).
 4. For ``num_iterations`` epochs, for each optimizer step's slice of the batch (TRL semantics:
    ``per_device_train_batch_size * gradient_accumulation_steps * world_size`` samples per step):
    per micro-batch ``loss = policy_loss(logp, pi_train_old, A, mask, epsilon, epsilon_high,
@@ -175,6 +176,10 @@ class Learner:
             self.ref_model = copy.deepcopy(model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
+        #: the iteration whose starting actor the reference is (refresh_reference); None = the
+        #: initial weights (the frozen copy, or the base model under LoRA)
+        self.reference_version: Optional[int] = None
+        self._ref_adapter: Optional[dict[str, torch.Tensor]] = None  # LoRA: the reference's adapter tensors
         # the output projection sees only the positions that predict trained tokens (see logprobs)
         self._rows = ResponseRows(self.model)
         self._ref_rows = ResponseRows(self.ref_model) if self.ref_model is not None else None
@@ -352,9 +357,74 @@ class Learner:
     @torch.no_grad()
     def _ref_logprobs(self, batch: _Batch) -> torch.Tensor:
         if self.lora:
-            with self.model.disable_adapter():
+            if self._ref_adapter is None:
+                with self.model.disable_adapter():
+                    return self.logprobs(batch, self.model)
+            # the reference is an earlier actor: its adapter tensors in place for this forward
+            named = dict(self.model.named_parameters())
+            current = {k: named[k].detach().clone() for k in self._ref_adapter}
+            try:
+                for k, v in self._ref_adapter.items():
+                    named[k].copy_(v)
                 return self.logprobs(batch, self.model)
+            finally:
+                for k, v in current.items():
+                    named[k].copy_(v)
         return self.logprobs(batch, self.ref_model)
+
+    # ---- the reference policy -------------------------------------------------------------------
+    @torch.no_grad()
+    def refresh_reference(self, version: int) -> None:
+        """Make the reference policy pi_ref the current actor, tagged ``version`` (the iteration
+        it starts). WebRL (Qi et al. 2024) sec. 2.1, eq. 1 and the eq. 6 loss: "Let the policy
+        from the previous phase be denoted as pi_ref, and the current policy being optimized as
+        pi_theta" -- so at each phase boundary the reference becomes the actor that finished the
+        last phase. Full weights are copied into the frozen copy (tensor by tensor: under FSDP
+        both are sharded alike); under LoRA the adapter tensors are kept and swapped in for the
+        reference forward (the base model alone is the initial actor). Every rank calls it."""
+        if self.lora:
+            self._ref_adapter = {k: v.detach().clone() for k, v in self.model.named_parameters() if v.requires_grad}
+        elif self.ref_model is not None:
+            ref = dict(self.ref_model.named_parameters())
+            for k, v in self.model.named_parameters():
+                ref[k].copy_(v.detach())
+            ref_buf = dict(self.ref_model.named_buffers())
+            for k, v in self.model.named_buffers():
+                ref_buf[k].copy_(v)
+        else:
+            raise ConfigError("refresh_reference: there is no reference model (algorithm.beta is 0)")
+        self.reference_version = int(version)
+
+    def reference_state(self) -> Optional[dict[str, Any]]:
+        """``{"version", "state"}`` of a refreshed reference for a checkpoint (None while it is the
+        initial weights, which the checkpoint's model path already gives): the adapter tensors
+        under LoRA, the whole frozen copy otherwise (a collective under FSDP)."""
+        if self.reference_version is None:
+            return None
+        if self.lora:
+            state = {k: v.clone() for k, v in (self._ref_adapter or {}).items()}
+        elif self.strategy == "fsdp":
+            state = full_model_state(self.ref_model)
+        else:
+            state = {k: v.detach().clone() for k, v in self.ref_model.state_dict().items()}
+        return {"version": int(self.reference_version), "state": state}
+
+    def load_reference_state(self, saved: dict[str, Any]) -> None:
+        """Inverse of :meth:`reference_state`."""
+        state = saved["state"]
+        if self.lora:
+            named = dict(self.model.named_parameters())
+            missing = [k for k in state if k not in named]
+            if missing:
+                raise KeyError(f"checkpoint reference has adapter tensors the model lacks: {missing[:3]}")
+            self._ref_adapter = {k: v.detach().clone().to(named[k].device) for k, v in state.items()}
+        elif self.ref_model is None:
+            raise ConfigError("the checkpoint has a refreshed reference model but algorithm.beta is 0")
+        elif self.strategy == "fsdp":
+            load_full_model_state(self.ref_model, state)
+        else:
+            self.ref_model.load_state_dict(state)
+        self.reference_version = int(saved["version"])
 
     # ---- update ---------------------------------------------------------------------------------
     #: the policy-loss plug-in (``POLICY_LOSSES``, :mod:`guigym.train.algorithms.policy_losses`);

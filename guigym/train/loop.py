@@ -248,9 +248,15 @@ class Trainer:
             raise ConfigError("distributed.strategy: fsdp is not wired into the training loop yet (weight sync, "
                               "checkpoints and plug-in model reads run on rank 0 only); use ddp, or the Learner "
                               "directly (guigym.train.learner.Learner(strategy='fsdp'))")
+        from guigym.train.samples import max_trained_tokens
+
+        # Dr. GRPO's constant: the most trained tokens one sample can hold; None (multiturn without
+        # env.max_steps) is refused by the config for seq-mean-token-sum-norm, and unused otherwise
+        max_len = max_trained_tokens(cfg.algorithm.sample_builder, cfg.rollout.max_new_tokens, cfg.env.max_steps)
         self.learner = Learner(policy, cfg.algorithm, cfg.optim, cfg.model.lora, total_updates=cfg.run.iterations,
                                image_loader=(self.store.get_blob if self.store is not None else None),
-                               max_len_norm=cfg.rollout.max_new_tokens, extra_losses=extra,
+                               max_len_norm=max_len if max_len is not None else cfg.rollout.max_new_tokens,
+                               extra_losses=extra,
                                mixed_precision=cfg.model.mixed_precision, temperature=cfg.rollout.temperature,
                                strategy=cfg.distributed.strategy)
         self.learner.policy_loss_fn = self.policy_loss
@@ -311,6 +317,15 @@ class Trainer:
         }
         self.tasks: list[str] = list(self.cfg.env.tasks)
         self.history: dict[str, TaskOutcome] = {}
+        # WebRL's pieces share one phase length: the curriculum's new tasks, the replay's eligible
+        # buffer and scoring actor, and the reference of eq. 6 all turn over at the same boundary
+        phases = {f"{k}: {n}": int(getattr(p, "phase_iterations", None) or getattr(p, "reference_every"))
+                  for k, c in self.chains.items() for n, p in c.members
+                  if getattr(p, "phase_iterations", None) or getattr(p, "reference_every", None)}
+        if len(set(phases.values())) > 1:
+            raise ConfigError("algorithm.plugin_options: the phase_iterations of "
+                              + ", ".join(f"{k} ({v})" for k, v in phases.items()) + " differ; WebRL's curriculum, "
+                              "replay and reference turn over together (sec. 2.2), give them one value")
 
     def plugin_state(self) -> dict[str, Any]:
         """JSON state of the loop's plug-ins and cursors as of the end of the current iteration."""
@@ -641,6 +656,7 @@ class Trainer:
                 info["staleness_max"] = float(max(stale))
             self.progress.begin("update", None, note=f"iteration {it}, {len(samples)} samples")
         samples = _broadcast(payload, self.rank, self.world)
+        self.refresh_reference(it)  # every rank, before the update
         t1 = time.time()
         metrics = self.learner.update(samples)
         metrics["time/update_s"] = time.time() - t1
@@ -668,6 +684,15 @@ class Trainer:
                 and (it + 1) % self.cfg.run.save_model_every == 0:
             self.learner.save_pretrained(self.dir / f"model-{it + 1:06d}")  # a collective under FSDP
         return metrics
+
+    def refresh_reference(self, it: int) -> None:
+        """At a phase boundary of a policy loss whose reference is the previous phase's actor
+        (``reference_every``: WebRL eq. 6), make the learner's reference the actor as it stands
+        before iteration ``it``'s update. Every rank calls it; a resumed run gets the reference of
+        its phase from the checkpoint (``reference.pt``) and refreshes again at the next boundary."""
+        every = getattr(self.policy_loss, "reference_every", None)
+        if every and it > 0 and it % every == 0 and self.learner.reference_version != it:
+            self.learner.refresh_reference(it)
 
     def checkpoint(self, it: int) -> None:
         from guigym.train import checkpoint

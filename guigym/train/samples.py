@@ -210,3 +210,23 @@ def build_multiturn(trajs: Sequence[Trajectory], advantages: Mapping[str, Advant
 SAMPLE_BUILDERS: Registry = Registry("sample builder")
 SAMPLE_BUILDERS.register("stepwise", build_stepwise)
 SAMPLE_BUILDERS.register("multiturn", build_multiturn)
+
+
+def max_trained_tokens(builder: str, max_new_tokens: int, max_steps: Optional[int]) -> Optional[int]:
+    """The most trained (loss-mask) tokens one sample of ``builder`` can hold: the Dr. GRPO constant.
+
+    Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective")
+    removes GRPO's ``1 / |o_i|`` length normalisation and divides the summed token loss by a constant instead,
+    the generation budget (TRL ``loss_type="dr_grpo"``: ``B * max_completion_length``), so that no
+    response's tokens weigh more for being short. The budget of one sample is what the builder
+    puts in it: ``stepwise`` holds one response, at most ``max_new_tokens``; ``multiturn`` holds the
+    responses of every step, at most ``max_steps * max_new_tokens``. Dividing a multi-turn sample by
+    ``max_new_tokens`` alone would scale its loss by up to ``max_steps`` and make the constant depend
+    on nothing the recipe states. Returns None when the budget is unbounded (multiturn with
+    ``max_steps`` None: the tasks' own step budgets are not known when the learner is built).
+    """
+    if builder == "stepwise":
+        return int(max_new_tokens)
+    if builder == "multiturn":
+        return None if max_steps is None else int(max_steps) * int(max_new_tokens)
+    raise ValueError(f"sample_builder: unknown {builder!r}; known: stepwise, multiturn")

@@ -22,7 +22,14 @@ Conventions shared by both functions (documented because the sources differ):
 
 * std is the unbiased sample std (Bessel, ``torch.std`` default), as TRL and verl compute it;
 * a group with a single member has no baseline, so its advantage is 0 (verl would return the raw
-  reward, TRL a NaN); a group whose rewards are all equal gets exactly 0 (std 0, numerator 0);
+  reward, TRL a NaN); a group whose rewards are all equal gets exactly 0. "Equal" is judged with a
+  tolerance relative to the reward scale, ``max(r) - min(r) <= CONST_ULPS * finfo.eps * max(1,
+  |mean(r)|)`` (:func:`constant_groups`), because the group mean of equal rewards is not exact in
+  floating point: ``[0.1] * 3`` in float64 has mean ``0.1 + 1.4e-17``, which divided by
+  ``std + eps`` gave ``-1.39e-13`` instead of 0 and let the group escape the zero-advantage drop
+  (:func:`~guigym.train.algorithms.estimators.drop_zero_advantage_groups`). The same tolerance
+  absorbs the few-ulp differences reward shaping leaves between equal scores (``0.1 + 0.2`` vs
+  ``0.3``);
 * ``eps`` defaults to 1e-4 as TRL (verl uses 1e-6).
 """
 from __future__ import annotations
@@ -52,6 +59,33 @@ def group_index(group_ids: Sequence[Hashable] | torch.Tensor, n: int) -> tuple[t
     return torch.tensor(idx, dtype=torch.long), len(seen)
 
 
+CONST_ULPS = 64
+"""A group is constant when its reward range is at most this many machine epsilons of the reward
+dtype, relative to ``max(1, |group mean|)``: 1.4e-14 in float64, 7.6e-6 in float32 -- far above
+the rounding of a mean or a shaping sum, far below any reward difference a verifier or shaper
+means."""
+
+
+def constant_groups(r: torch.Tensor, idx: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Which groups hold equal rewards, up to rounding.
+
+    Args: ``r`` (N,) float rewards, ``idx`` (N,) int64 group index (:func:`group_index`) on
+    ``r``'s device, ``n_groups``. Returns (n_groups,) bool: ``max - min <= CONST_ULPS *
+    finfo(r.dtype).eps * max(1, |mean|)`` within the group. The range (not the std) is tested because
+    it is exactly 0 for bit-equal rewards whatever the group size, where the std picks up the
+    rounding of the mean; the tolerance is relative so that rewards on a scale above 1 (a return
+    summed over steps) are judged as finely as rewards in [0, 1].
+    """
+    big = torch.full((n_groups,), float("-inf"), dtype=r.dtype, device=r.device)
+    small = torch.full((n_groups,), float("inf"), dtype=r.dtype, device=r.device)
+    hi = big.scatter_reduce(0, idx, r, reduce="amax")
+    lo = small.scatter_reduce(0, idx, r, reduce="amin")
+    count = torch.zeros(n_groups, dtype=r.dtype, device=r.device).index_add_(0, idx, torch.ones_like(r))
+    mean = torch.zeros(n_groups, dtype=r.dtype, device=r.device).index_add_(0, idx, r) / count.clamp(min=1)
+    tol = CONST_ULPS * torch.finfo(r.dtype).eps * mean.abs().clamp(min=1.0)
+    return (hi - lo) <= tol
+
+
 def _check_scale(scale: str, eps: float) -> None:
     if scale not in SCALES:
         raise ConfigError(f"scale_rewards: unknown scale {scale!r}; known: {', '.join(SCALES)}")
@@ -74,7 +108,8 @@ def grpo_advantages(rewards: torch.Tensor, group_ids: Sequence[Hashable] | torch
         eps: added to the std before dividing.
     Returns:
         (N,) advantages, same dtype/device as ``rewards`` (float32 if rewards are integer).
-        Singleton groups and constant groups give exactly 0.
+        Singleton groups and constant groups (equal rewards up to rounding, :func:`constant_groups`)
+        give exactly 0.
     """
     _check_scale(scale, eps)
     if rewards.dim() != 1:
@@ -98,7 +133,9 @@ def grpo_advantages(rewards: torch.Tensor, group_ids: Sequence[Hashable] | torch
     else:  # batch
         std = r.std() if n > 1 else torch.zeros((), dtype=r.dtype, device=r.device)
         adv = centred / (std + eps)
-    return torch.where(singleton, torch.zeros_like(adv), adv)
+    # exactly 0, not the rounding of the mean divided by eps: the zero-advantage drop tests == 0
+    flat = singleton | constant_groups(r, idx, n_groups)[idx]
+    return torch.where(flat, torch.zeros_like(adv), adv)
 
 
 def stepwise_grpo_advantages(rewards: torch.Tensor, group_ids: Sequence[Hashable] | torch.Tensor,

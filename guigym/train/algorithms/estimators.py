@@ -128,5 +128,8 @@ def all_zero(adv: Union[float, Sequence[float]], tol: float = 0.0) -> bool:
 def drop_zero_advantage_groups(groups: Sequence[Any], advantages: Mapping[str, Any]) -> list[Any]:
     """Groups with at least one non-zero advantage (DAPO dynamic sampling, Yu et al. 2025 sec. 3.2,
     applied *after* reward shaping: a group all of whose members succeeded still trains when a
-    shaper told them apart)."""
+    shaper told them apart). The test is exact (``all_zero`` with ``tol=0``): the GRPO estimators
+    return exactly 0 for a group whose rewards are equal up to rounding
+    (:func:`~guigym.train.algorithms.advantages.constant_groups`), so a tolerance here would only
+    drop groups whose rewards do differ."""
     return [g for g in groups if not all(all_zero(advantages[t.traj_id]) for t in g.trajectories)]

@@ -24,6 +24,39 @@ class PolicyHandle:
         self.image_loader = image_loader
 
     @torch.no_grad()
+    def step_logprobs(self, steps: Any, batch_size: int = 8) -> list[list[float]]:
+        """Teacher-forced log-probs of each step's response tokens under the current weights, in
+        the distribution the rollouts sample from and the learner trains (logits / temperature,
+        banned ids and the step's candidate trie masked; :meth:`Learner.logprobs`).
+
+        Args: ``steps`` a sequence of :class:`~guigym.train.data.types.Step`; ``batch_size``
+        steps per forward pass. Returns one list per step, of length ``len(step.response_ids)``
+        (empty for a step without response tokens). Runs the unwrapped model, never the DDP
+        wrapper: plug-ins run on rank 0 only, and a DDP forward there would wait for the others.
+        """
+        from guigym.train.samples import Sample, Segment
+
+        steps = list(steps)
+        out: list[list[float]] = [[] for _ in steps]
+        todo = [(i, s) for i, s in enumerate(steps) if len(s.response_ids) and len(s.prompt_ids)]
+        for k in range(0, len(todo), max(1, int(batch_size))):
+            chunk = todo[k:k + max(1, int(batch_size))]
+            samples = []
+            for _, s in chunk:
+                p, r = len(s.prompt_ids), len(s.response_ids)
+                cands = None if s.candidates is None else list(s.candidates)
+                samples.append(Sample(input_ids=list(s.prompt_ids) + list(s.response_ids),
+                                      loss_mask=[0] * p + [1] * r, rollout_logprobs=[0.0] * (p + r),
+                                      advantages=[0.0] * (p + r), segments=[Segment(p, p + r, cands)],
+                                      image_refs=list(s.image_refs)))
+            batch = self.learner.collate(samples)
+            lp = self.learner.logprobs(batch, self.learner.model).float().cpu()  # (B, T), 0 off the mask
+            for b, (i, s) in enumerate(chunk):
+                p, r = len(s.prompt_ids), len(s.response_ids)
+                out[i] = [float(x) for x in lp[b, p - 1:p - 1 + r]]  # position t predicts token t + 1
+        return out
+
+    @torch.no_grad()
     def step_entropy(self, step: Any) -> float:
         """Mean over the step's response tokens of the entropy (nats) of the policy's next-token
         distribution, with the masks of sampling (banned ids; the step's candidate trie), at

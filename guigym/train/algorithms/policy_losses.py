@@ -12,7 +12,9 @@ gives micro-batch sums that add up to the full-batch loss.
 * ``webrl_kl_regression`` -- WebRL (Qi et al. 2024) eq. 6, the KL-constrained policy update
   ``L = E[(beta * log(pi_theta(a|s) / pi_ref(a|s)) - A(s, a))^2]`` with the action's log-prob the
   sum over its tokens; mean over the step's sequences. ``beta`` is ``algorithm.beta`` (> 0: it
-  needs the reference model).
+  needs the reference model). pi_ref is the previous phase's actor (sec. 2.1: "Let the policy
+  from the previous phase be denoted as pi_ref"): the loop refreshes the learner's reference
+  from the actor every ``phase_iterations`` iterations.
 """
 from __future__ import annotations
 
@@ -75,14 +77,27 @@ class PPOClipLoss:
 class WebRLKLRegressionLoss:
     """WebRL eq. 6: ``(beta * sum_t m_t (logp_t - ref_t) - A)^2`` per sequence, mean over the
     optimizer step's sequences (``step_sequences``). ``A`` is the sequence's advantage (its first
-    trained token's; step-wise samples carry one advantage)."""
+    trained token's; step-wise samples carry one advantage).
+
+    ``pi_ref`` is the actor of the previous phase (WebRL sec. 2.1, "Let the policy from the
+    previous phase be denoted as pi_ref, and the current policy being optimized as pi_theta"):
+    at iteration ``k * phase_iterations`` (k >= 1) the loop makes the learner's reference the
+    actor as it stands before that iteration's update (:meth:`Learner.refresh_reference`), so
+    phase 0 is anchored to the initial weights and phase k to the actor that finished phase k-1.
+    Options: ``phase_iterations`` (iterations per phase, as ``webrl_replay`` and
+    ``webrl_curriculum``; default 1).
+    """
 
     needs_ref = True
 
-    def __init__(self, algo: Any) -> None:
+    def __init__(self, algo: Any, phase_iterations: int = 1) -> None:
         if not algo.beta > 0:
             raise ConfigError("policy_loss webrl_kl_regression needs algorithm.beta > 0 (WebRL's KL coefficient)")
+        if not isinstance(phase_iterations, int) or isinstance(phase_iterations, bool) or phase_iterations < 1:
+            raise ConfigError(f"webrl_kl_regression.phase_iterations must be an int >= 1, got {phase_iterations!r}")
         self.beta = float(algo.beta)
+        #: the loop refreshes the reference from the actor every this many iterations
+        self.reference_every = int(phase_iterations)
 
     def __call__(self, x: PolicyLossInputs) -> tuple[torch.Tensor, dict[str, float]]:
         if x.ref_logp is None:

@@ -318,6 +318,11 @@ class TopEntropySteps:
         return keep
 
 
+#: ``Step.info`` key of a step's mean token log-prob under the *last phase's actor*, teacher-forced
+#: at the phase boundary (``webrl_replay`` sets it on the steps it replays; WebRL sec. 2.2)
+ACTOR_LOGPROB_KEY = "actor_mean_logprob"
+
+
 @STEP_FILTERS.register("perplexity_band")
 class PerplexityBandSteps:
     """Keep steps whose mean-token probability ``exp(mean_t logp_t)`` lies in ``(low, high]``
@@ -327,10 +332,13 @@ class PerplexityBandSteps:
     off-policy.
 
     Only trajectories whose ``source`` is in ``sources`` are filtered (WebRL filters replayed
-    experience; default ``["replay"]``; ``None`` = all); other steps are kept. Log-probs come from
-    ``Step.rollout_logprobs``, or from ``Step.info[logprob_key]`` (a list, e.g. the current actor's
-    recomputed log-probs, as WebRL scores with the current actor) when ``logprob_key`` is set.
-    Steps without response tokens are kept.
+    experience; default ``["replay"]``; ``None`` = all); other steps are kept. The score is, in
+    order: ``Step.info[logprob_key]`` when ``logprob_key`` is set (a list of token log-probs, or
+    one float, their mean); else ``Step.info["actor_mean_logprob"]`` when the step has it -- the
+    mean token log-prob under the last phase's actor that ``webrl_replay`` recomputes at each
+    phase boundary, as WebRL sec. 2.2 scores the buffer ("During phase i, we use the actor from
+    the last phase to compute the perplexity of all actions in the buffer"); else the sampling-time
+    ``Step.rollout_logprobs``. Steps without response tokens are kept.
     """
 
     def __init__(self, low: float = 0.5, high: float = 0.95, sources: Sequence[str] | None = ("replay",),
@@ -353,14 +361,22 @@ class PerplexityBandSteps:
                 continue
             row = []
             for j, s in enumerate(t.steps):
-                lps = s.rollout_logprobs if self.logprob_key is None else s.info.get(self.logprob_key)
-                if lps is None:
-                    raise ValueError(f"trajectory {t.traj_id!r} step {j}: info has no "
-                                     f"{self.logprob_key!r} log-probs for perplexity_band")
-                if len(lps) == 0:
+                if self.logprob_key is not None:
+                    lps = s.info.get(self.logprob_key)
+                    if lps is None:
+                        raise ValueError(f"trajectory {t.traj_id!r} step {j}: info has no "
+                                         f"{self.logprob_key!r} log-probs for perplexity_band")
+                else:
+                    lps = s.info.get(ACTOR_LOGPROB_KEY)
+                    lps = s.rollout_logprobs if lps is None else lps
+                if isinstance(lps, (int, float)):  # already the mean token log-prob
+                    mean = float(lps)
+                elif len(lps) == 0:
                     row.append(True)
                     continue
-                p = math.exp(sum(float(x) for x in lps) / len(lps))
+                else:
+                    mean = sum(float(x) for x in lps) / len(lps)
+                p = math.exp(mean)
                 row.append(self.low < p <= self.high)
             out.append(row)
         return out

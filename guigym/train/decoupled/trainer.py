@@ -87,6 +87,7 @@ class DecoupledTrainer(Trainer):
         for r in rows:
             if r["traj_id"] in by_traj:
                 r["samples"] = by_traj[r["traj_id"]]  # per sample: step, its version, weight, loss tokens
+        self.refresh_reference(version)  # WebRL eq. 6's previous-phase reference, at a phase boundary
         with log.span("train", "trainer", version=version, samples=len(samples)):
             metrics = self.learner.update(samples) if samples else {"samples": 0.0}
         n = max(1, len(fresh))

@@ -41,9 +41,12 @@ and ``guided_choice``; the reply carries ``token_ids``, ``logprobs``, ``entropy`
   ``--enable-lora --max-lora-rank R`` with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` in its
   environment.
 * Weight refresh (``weight_sync``): ``"lora"`` -- ``POST /v1/load_lora_adapter {lora_name:
-  "<lora_prefix>-v<version>", lora_path}``, route that endpoint's requests to the new name, then
-  ``POST /v1/unload_lora_adapter`` for the previous one (vLLM refuses to load a name twice, so each
-  version gets its own); ``"restart"`` -- a rolling restart: ``restart(index, base_url, path)``
+  "<lora_prefix>-<session>-v<version>", lora_path}``, route that endpoint's requests to the new
+  name, then ``POST /v1/unload_lora_adapter`` for the previous one. vLLM refuses to load a name
+  twice, so each version gets its own name, and ``session`` (random per engine unless given)
+  makes the names of a resumed run differ from those its crashed process loaded: the servers
+  outlive the trainer, and a resumed run re-pushes the version it resumes at, which the crashed
+  process had already loaded; ``"restart"`` -- a rolling restart: ``restart(index, base_url, path)``
   (e.g. :func:`command_restarter`) restarts that one worker from the new checkpoint directory and
   :class:`HTTPEngine` waits for ``GET /health`` before routing to it again (DART's per-worker sync).
 * Not available from stock vLLM: ``entropy`` (None) and ``policy_version`` in the reply (the
@@ -63,6 +66,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,7 +398,10 @@ class HTTPEngine:
             endpoints; default for api=vllm) or ``"restart"`` (``restart(index, base_url, path)``,
             then wait for ``GET /health``).
         model: the served model name (api=vllm: the name ``vllm serve`` registered, i.e. its model
-            path or ``--served-model-name``). lora_prefix: adapter names are ``<prefix>-v<version>``.
+            path or ``--served-model-name``). lora_prefix, session: adapter names are
+            ``<prefix>-<session>-v<version>``; ``session`` defaults to 8 random hex digits, new
+            for every engine, so a resumed trainer never asks a server to load a name its crashed
+            predecessor left loaded (vLLM answers 400 "has already been loaded").
         choice_field: ``"structured_outputs"`` (vLLM >= 0.10.2) or ``"guided_choice"`` (vLLM < 0.12).
         stop_token_ids: sent to vLLM as ``stop_token_ids`` (e.g. the chat end token, if the
             checkpoint's generation_config does not already stop there).
@@ -409,7 +416,8 @@ class HTTPEngine:
                  model: str = "policy", version: int = 0, api: str = "guigym", weight_sync: Optional[str] = None,
                  lora_prefix: str = "guigym-policy", choice_field: str = "structured_outputs",
                  stop_token_ids: Optional[Sequence[int]] = None, tokenizer: Any = None,
-                 restart: Optional[Callable[[int, str, str], None]] = None, health_timeout_s: float = 900.0) -> None:
+                 restart: Optional[Callable[[int, str, str], None]] = None, health_timeout_s: float = 900.0,
+                 session: Optional[str] = None) -> None:
         if not urls:
             raise ValueError("HTTPEngine needs at least one URL")
         if not token:
@@ -431,6 +439,7 @@ class HTTPEngine:
         self.api = api
         self.weight_sync = weight_sync
         self.lora_prefix = lora_prefix
+        self.session = session if session is not None else uuid.uuid4().hex[:8]
         self.choice_field = choice_field
         self.stop_token_ids = list(stop_token_ids) if stop_token_ids else None
         self.tokenizer = tokenizer
@@ -604,12 +613,12 @@ class HTTPEngine:
         self.version = int(version)
 
     def _refresh_lora(self, ep: _Endpoint, version: int, path: str) -> None:
-        name = f"{self.lora_prefix}-v{version}"
+        name = f"{self.lora_prefix}-{self.session}-v{version}"
         old = ep.model
         if name != old:
             self._post(ep.base + "/load_lora_adapter", {"lora_name": name, "lora_path": path})
         ep.model, ep.version = name, version
-        if old != name and old.startswith(self.lora_prefix + "-v"):
+        if old != name and old != self.model:  # an adapter this engine loaded (never the base model)
             try:  # a failed unload leaves an unused adapter loaded; the new one already serves
                 self._post(ep.base + "/unload_lora_adapter", {"lora_name": old})
             except HTTPError:
