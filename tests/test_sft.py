@@ -267,3 +267,22 @@ def test_config_errors_name_the_field(tmp_path, change, field):
             cfg[k] = v
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         from_dict(cfg)
+
+
+def test_resume_with_more_iterations_follows_the_new_lr_schedule(tmp_path, demo_jsonl):
+    """A finished 1-epoch cosine run resumed with run.iterations=3 ends with the weights of a
+    3-epoch run from scratch: the resumed epochs use the 3-epoch schedule, not the learning rate
+    the old run's optimizer state carried."""
+    from guigym.train.sft import SFTTrainer
+
+    cosine = {"lr_scheduler_type": "cosine"}
+    straight = _seeded_run_dir(tmp_path, demo_jsonl, "straight")
+    grown = _seeded_run_dir(tmp_path, demo_jsonl, "grown")
+    SFTTrainer(from_dict(_recipe(straight, run={"iterations": 3}, optim=cosine)), log=lambda m: None).run()
+    SFTTrainer(from_dict(_recipe(grown, run={"iterations": 1}, optim=cosine)), log=lambda m: None).run()
+    SFTTrainer(from_dict(_recipe(grown, run={"iterations": 3}, optim=cosine)), resume=True, log=lambda m: None).run()
+    lr = lambda run: [json.loads(x)["lr"] for x in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    assert lr(grown) == pytest.approx(lr(straight), rel=1e-9) and len(set(lr(straight))) == 3
+    a, b = _weights(straight / "model"), _weights(grown / "model")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)

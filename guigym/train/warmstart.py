@@ -123,3 +123,76 @@ def resolve(spec: str, base_dir: Optional[Path] = None, log: Callable[[str], Non
 def cfg_path(spec: str, base_dir: Optional[Path] = None) -> Path:
     """The file a ``model.warm_start`` value names (see :func:`load_sft_recipe`)."""
     return _candidates(spec, base_dir)[0]
+
+
+def digest(paths: list[Path]) -> str:
+    """sha256 over the bytes of ``paths`` (in the given order)."""
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def ship(spec: str, run_dir: Path, note: str = "") -> Path:
+    """Copy a finished SFT run (``run_dir``, built from recipe ``spec``) into
+    ``guigym/assets/warmstart/<key>/``: ``model/`` (from_pretrained), ``demos.jsonl`` (what it was
+    trained on, so a rebuild needs no browser) and ``manifest.json`` (key, recipe, command, the
+    run's per-epoch metrics and held-out evaluation, digests of the tokenizer, the initial and the
+    final weights)."""
+    import shutil
+
+    cfg = load_sft_recipe(spec)
+    key = key_of(cfg)
+    run_dir = Path(run_dir)
+    model = Path(cfg.sft.output_dir) if cfg.sft.output_dir else run_dir / "model"
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"{model}: no finished SFT model to ship")
+    dest = ASSETS / key
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest / "model").mkdir(parents=True)
+    for f in sorted(model.iterdir()):
+        if f.is_file():
+            shutil.copy2(f, dest / "model" / f.name)
+    shutil.copy2(run_dir / "demos.jsonl", dest / "demos.jsonl")
+    metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    evals = {k: json.loads((run_dir / f"eval_{k}.json").read_text())
+             for k in ("before", "after") if (run_dir / f"eval_{k}.json").is_file()}
+    manifest = {
+        "key": key, "recipe": str(cfg_path(spec)), "command": f"guigym train {spec}",
+        "config": cfg.to_dict(), "epochs": [{k: m[k] for k in ("step", "loss", "confident_tokens", "lr",
+                                                                "time/iteration_s") if k in m} for m in metrics],
+        "eval": evals, "note": note,
+        "sha256": {"tokenizer.json": digest([dest / "model" / "tokenizer.json"]),
+                   "init_weights": digest(sorted((run_dir / "init_model").glob("*.safetensors"))),
+                   "weights": digest(sorted((dest / "model").glob("*.safetensors"))),
+                   "demos.jsonl": digest([dest / "demos.jsonl"])},
+    }
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return dest
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m guigym.train.warmstart {key,find,build,ship} RECIPE [RUN_DIR]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m guigym.train.warmstart", description=__doc__.split("\n")[0])
+    ap.add_argument("action", choices=["key", "find", "build", "ship"])
+    ap.add_argument("recipe", help="an SFT recipe (stage: sft)")
+    ap.add_argument("run_dir", nargs="?", help="ship: the finished run directory")
+    ap.add_argument("--note", default="", help="ship: a line for the manifest (machine, date)")
+    args = ap.parse_args(argv)
+    if args.action == "key":
+        print(key_of(load_sft_recipe(args.recipe)))
+    elif args.action == "find":
+        print(find(load_sft_recipe(args.recipe)) or "not cached")
+    elif args.action == "build":
+        print(resolve(args.recipe))
+    else:
+        if not args.run_dir:
+            ap.error("ship needs RUN_DIR")
+        print(ship(args.recipe, Path(args.run_dir), args.note))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
