@@ -1,0 +1,70 @@
+"""Exact expected success of a constrained one-click policy on recorded pages (no sampling noise).
+
+A sampled evaluation of n episodes has a standard error of ~sqrt(p(1-p)/n) (0.065 at n = 60); a
+small CI-sized learning test cannot see a real but modest change through it. For one-step tasks
+whose every correct click is known (``guigym.agents.oracle.miniwob.instruction_variants``), the
+policy's success probability on a page is exact: the probability mass its constrained
+distribution (the one rollouts sample from) puts on the correct candidates,
+
+    s(page) = sum_{c in correct(page)} prod_t pi(c_t | prompt, c_<t)      (T = 1),
+
+and the held-out figure is its mean over pages, paired page by page before and after training.
+
+``pages`` come from :func:`record_pages` (real env resets on held-out seeds); prompts are rendered
+by the run's :class:`~guigym.train.rollout.prompts.PromptBuilder`, so they are the rollout's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+@dataclass
+class Page:
+    """One held-out page: the env's observation, its instruction and the clicks that solve it."""
+
+    task_id: str
+    seed: int
+    obs: dict[str, Any]
+    instruction: str
+    correct: list[str]
+
+
+def record_pages(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str], seeds: Sequence[int]) -> list[Page]:
+    """Reset a real env on every (task, seed) and keep the first observation with its correct
+    clicks (the variants listing the page's own instruction)."""
+    import gymnasium as gym
+
+    import guigym  # noqa: F401 - registers the envs
+    from guigym.agents.oracle.miniwob import instruction_variants
+
+    env = gym.make(env_id, tasks=list(tasks), **env_kwargs)
+    pages = []
+    try:
+        for task in tasks:
+            for seed in seeds:
+                obs, info = env.reset(seed=int(seed), options={"task": task})
+                ok = next((a for q, a in instruction_variants(task, obs) if q == info["instruction"]), [])
+                pages.append(Page(task, int(seed), dict(obs), str(info["instruction"]), list(ok)))
+    finally:
+        env.close()
+    return pages
+
+
+def expected_success(policy: Any, builder: Any, pages: Sequence[Page]) -> list[float]:
+    """Per page, the probability that ``policy`` (an HFPolicy, constrained as ``builder`` says)
+    clicks a correct element: a list aligned with ``pages``."""
+    tok = policy.tokenizer
+    eos = int(tok.eos_token_id)
+    out = []
+    for page in pages:
+        p = builder.episode(page.instruction).prompt(page.obs)
+        mass = 0.0
+        for c in page.correct:
+            if p.candidates is not None and c not in p.candidates:
+                continue
+            reply = [int(t) for t in tok(c, add_special_tokens=False)["input_ids"]] + [eos]
+            mass += math.exp(sum(policy.logprobs_of(p.prompt_ids, reply, candidates=p.candidates)))
+        out.append(mass)
+    return out
