@@ -762,6 +762,11 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
     """Train from a :class:`TrainConfig` or a recipe path (+ ``key=value`` overrides). Returns the
     summary (start iteration, last metrics, and before/after evaluation with the z-test when
     ``eval.enabled``)."""
+    if not isinstance(config, TrainConfig):
+        from guigym.train import pipeline
+
+        if pipeline.is_pipeline(config):  # stages in order, each from the previous one's model
+            return pipeline.run_pipeline(pipeline.load_pipeline(config, overrides), log=log)
     cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
     if cfg.stage == "sft":  # supervised fine-tuning on demonstrations (guigym.train.sft)
         from guigym.train.sft import SFTTrainer
@@ -799,6 +804,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("guigym train: a recipe path is required (or --help-config)", file=sys.stderr)
         return 2
     try:
+        from guigym.train import pipeline
+
+        if pipeline.is_pipeline(args.recipe):  # a `pipeline:` recipe (guigym.train.pipeline)
+            return pipeline.cli(args)
         cfg = load_recipe(args.recipe, args.overrides)
         if args.check:
             import yaml
