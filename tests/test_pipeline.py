@@ -110,7 +110,7 @@ def test_three_stages_feed_each_other_and_a_killed_run_resumes_at_its_stage(tmp_
 
     store = DataStore.for_run_dir(str(d2))
     try:
-        run_id = store.start_run("mobilerl_miniwob_tiny-sft_reasoning", None)
+        run_id = store.runs("mobilerl_miniwob_tiny-sft_reasoning")[0]["run_id"]
         trajs = store.get_trajectories(run_id, source="expert")
     finally:
         store.close()

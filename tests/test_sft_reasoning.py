@@ -17,7 +17,8 @@ from guigym.core.dialect import parse_action  # noqa: E402
 from guigym.core.errors import ActionParseError, ConfigError  # noqa: E402
 from guigym.train.annotator_stub import AnnotatorStub, stub_reasoning  # noqa: E402
 from guigym.train.config import from_dict  # noqa: E402
-from guigym.train.demos import Demo, DemoFile, DemoStep  # noqa: E402
+from guigym.train.demos import DemoFile  # noqa: E402
+from sft_helpers import hand_demos  # noqa: E402
 
 TOKEN_ENV = "GUIGYM_TEST_ANNOTATOR_TOKEN"
 
@@ -25,26 +26,6 @@ TOKEN_ENV = "GUIGYM_TEST_ANNOTATOR_TOKEN"
 @pytest.fixture(autouse=True)
 def _threads(one_torch_thread):
     yield
-
-
-def _page(labels: list[str]) -> str:
-    nodes = "".join(f'<button id="{i + 1}" name="{n}" bbox="2,{52 + 21 * i},47,21"/>' for i, n in enumerate(labels))
-    return f'<a11y nodes="{len(labels)}" truncated="false">{nodes}</a11y>'
-
-
-def _demos(path: Path, n: int = 3) -> DemoFile:
-    """``n`` one-step click-button demonstrations on hand-built pages (the env's a11y format)."""
-    f = DemoFile(path)
-    words = ["Okay", "Yes", "cancel", "No", "submit", "next"]
-    for s in range(n):
-        labels = words[s % 6:] + words[:s % 6]
-        target = labels[(s * 2) % len(labels)]
-        ins = f'Click on the "{target}" button.'
-        f.append(Demo("click-button", 2_000_000 + s, ins,
-                      [DemoStep({"instruction": ins, "a11y": _page(labels)},
-                                f'click(element="{labels.index(target) + 1}")', screen=(210, 160))],
-                      True, 1.0, "oracle"))
-    return f
 
 
 def _cfg(run: Path, demos: Path, url: str, **annotator) -> dict:
@@ -72,7 +53,7 @@ def _build(cfg: dict):
 
 def test_reasoning_reaches_the_reply_tokens_and_the_cache_prevents_repeat_calls(tmp_path, monkeypatch):
     monkeypatch.setenv(TOKEN_ENV, "s3cret")
-    demos = _demos(tmp_path / "src" / "demos.jsonl")
+    demos = hand_demos(tmp_path / "src" / "demos.jsonl")
     with AnnotatorStub(token="s3cret") as stub:
         run = tmp_path / "run"
         t = _build(_cfg(run, demos.path, stub.url))
@@ -110,7 +91,7 @@ def test_reasoning_reaches_the_reply_tokens_and_the_cache_prevents_repeat_calls(
         finally:
             t2.close()
         # one more demonstration: only its step is asked
-        _demos(tmp_path / "more" / "demos.jsonl", 4)
+        hand_demos(tmp_path / "more" / "demos.jsonl", 4)
         more = DemoFile(tmp_path / "more" / "demos.jsonl")
         t3 = SFTTrainer(from_dict(_cfg(run, more.path, stub.url)), resume=True, log=lambda m: None)
         try:
@@ -151,7 +132,7 @@ def test_a_failing_annotator_stops_the_stage_with_a_clear_error(tmp_path, monkey
     from guigym.train.annotator import AnnotatorError
 
     monkeypatch.setenv(TOKEN_ENV, "s3cret")
-    demos = _demos(tmp_path / "src" / "demos.jsonl", 1)
+    demos = hand_demos(tmp_path / "src" / "demos.jsonl", 1)
     with AnnotatorStub(token="other" if mode == "token" else "s3cret",
                        mode={"error": "error", "empty": "empty"}.get(mode, "ok")) as stub:
         url = stub.url
