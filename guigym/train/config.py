@@ -696,6 +696,9 @@ def load_recipe(path: Union[str, Path], overrides: Sequence[str] = ()) -> TrainC
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections")
+    if "pipeline" in data:
+        raise ConfigError(f"{path}: a pipeline recipe (stages run in order): run it with `guigym train`, or load it "
+                          f"with guigym.train.pipeline.load_pipeline")
     return from_dict(apply_overrides(data, overrides), source=str(path))
 
 

@@ -781,7 +781,8 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="guigym train", description="GRPO-family RL on guigym envs from a YAML recipe")
-    p.add_argument("recipe", nargs="?", help="recipe YAML (e.g. recipes/grpo_miniwob_tiny.yaml)")
+    p.add_argument("recipe", nargs="?", help="recipe YAML (e.g. recipes/grpo_miniwob_tiny.yaml), or a pipeline of "
+                                              "stage recipes (e.g. recipes/mobilerl_miniwob_tiny.yaml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value, e.g. --set optim.learning_rate=1e-3 (repeatable; value is YAML)")
     p.add_argument("--resume", action="store_true", help="continue the run in run.dir from its newest checkpoint")

@@ -4,8 +4,10 @@ Real GUI RL starts from a model that already reads its prompt: MobileRL (Xu et a
 trains reasoning-free SFT, then reasoning SFT, before AdaGRPO; WebRL (Qi et al. 2024, sec. 4) starts
 from an SFT actor; DART starts from UI-TARS. This stage produces such a starting point inside guigym:
 
-    demonstrations (guigym.train.demos: an agent played on seeds disjoint from evaluation, or a
-    guigym eval run replayed) -> demos.jsonl
+    demonstrations (guigym.train.demos: an agent played on seeds disjoint from evaluation, a
+    guigym eval run replayed, or an earlier SFT run's demos.jsonl) -> demos.jsonl
+        -> replies: the action, or ``sft.reply_template`` with the reasoning an annotator wrote for
+           the step (reasoning SFT, MobileRL sec. 2.1; guigym.train.annotator, annotations.jsonl)
         -> rendered by the run's PromptBuilder (the GRPO prompt path) -> Trajectory(source="expert")
            stored in the run's DataStore (DART's expert pool / BEPA's expert cache can read them)
         -> samples (the recipe's sample builder: response tokens masked in, prompt tokens out)
