@@ -114,7 +114,7 @@ def test_three_stages_feed_each_other_and_a_killed_run_resumes_at_its_stage(tmp_
         trajs = store.get_trajectories(run_id, source="expert")
     finally:
         store.close()
-    assert len(trajs) == 3 and all(t.steps[0].action_text.startswith("Thought: The task names ") and
+    assert len(trajs) == 3 and all(t.steps[0].action_text.startswith("Thought: The task asks for ") and
                                    "\nAction: click(element=" in t.steps[0].action_text for t in trajs)
 
 
@@ -135,3 +135,21 @@ def test_check_rejects_a_chain_whose_rl_stage_cannot_read_reasoning_replies(tmp_
     recipe.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"sft_reasoning.*optim\.learning_rat"):  # any stage's typo, before anything runs
         load_pipeline(recipe)
+
+
+@pytest.mark.parametrize("name", ["mobilerl_miniwob_tiny", "mobilerl_androidworld", "sft_dart_miniwob_tiny"])
+def test_pipeline_recipes_pass_check_and_chain_their_models(name, capsys):
+    from guigym.train.loop import main
+
+    recipe = ROOT / "recipes" / f"{name}.yaml"
+    assert main([str(recipe), "--check", "--set", "pipeline.dir=/tmp/unused-pipeline-dir"]) == 0
+    out = capsys.readouterr().out
+    stages = load_pipeline(recipe, ["pipeline.dir=/tmp/unused-pipeline-dir"])
+    assert f"# pipeline: {len(stages)} stages valid" in out and out.count("# precision and sharding plan") == len(stages)
+    for prev, nxt in zip(stages, stages[1:]):
+        assert nxt.cfg.model.path == str(prev.output) and nxt.dir.parent == prev.dir.parent
+    last = stages[-1].name
+    lr = load_pipeline(recipe, [f"{last}.optim.learning_rate=0.125"])[-1].cfg.optim.learning_rate
+    assert lr == 0.125  # a --set addressed to a stage by name
+    with pytest.raises(ConfigError, match="not a stage"):
+        load_pipeline(recipe, ["nostage.optim.learning_rate=1"])

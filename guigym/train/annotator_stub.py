@@ -1,9 +1,9 @@
 """A STAND-IN reasoning annotator: an OpenAI-compatible ``/v1/chat/completions`` server with no
 model behind it, for the reasoning-SFT tests and for running the tiny MobileRL pipeline on a
 machine that cannot host an instruction model. Its "reasoning" is a template filled from the
-request (the instruction's quoted target and the demonstrated action, plus a digest of the
-request), so it teaches the format ``Thought: ...\nAction: ...``, not reasoning. Use a real
-instruction model (``vllm serve <instruct model>``) for real runs.
+request (the instruction's quoted target and the demonstrated element id), so it teaches the
+format ``Thought: ...\nAction: ...``, not reasoning. Use a real instruction model (``vllm serve
+<instruct model>``) for real runs.
 
 Loopback only; the bearer token is checked before the body is read; every answered request is
 recorded (``calls``)::
@@ -16,7 +16,6 @@ recorded (``calls``)::
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -25,13 +24,13 @@ from typing import Any, Optional
 
 
 def stub_reasoning(user: str) -> str:
-    """The stand-in's reasoning for a user message: names the quoted target of the instruction
-    and the action line, plus a digest of the whole message (so two requests never share one)."""
+    """The stand-in's reasoning for a user message: a fixed sentence naming the quoted target of
+    the instruction and the element id of the action line (deterministic: equal requests, equal
+    reasoning)."""
     quoted = re.findall(r'"([^"]+)"', user.split("\n", 1)[0])
-    action = re.search(r"Action taken: (.*)", user)
-    digest = hashlib.sha256(user.encode()).hexdigest()[:6]
-    target = quoted[0] if quoted else "target"
-    return f"The task names {target}, so I pick it with {action.group(1) if action else '?'} r{digest}"
+    element = re.search(r'Action taken: .*element="([^"]*)"', user)
+    target = quoted[0] if quoted else "the target"
+    return f"The task asks for {target}; it is element {element.group(1) if element else '?'}."
 
 
 class AnnotatorStub:
