@@ -157,6 +157,10 @@ def test_config_needs_an_annotator_for_reasoning_and_no_constraint(tmp_path, mon
     bad["rollout"]["constrained"] = True
     with pytest.raises(ConfigError, match=r"sft\.reply_template.*constrained"):
         from_dict(bad)
+    bad = json.loads(json.dumps(cfg))
+    bad["sft"]["annotator"]["tokn_env"] = "X"  # a typo inside the optional section gets the usual hint
+    with pytest.raises(ConfigError, match=r"sft\.annotator\.tokn_env: unknown key \(did you mean 'token_env'\?\)"):
+        from_dict(bad)
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     with pytest.raises(ConfigError, match=TOKEN_ENV):
         _build(cfg)

@@ -622,7 +622,8 @@ def _fields_at(model: type[BaseModel], path: Sequence[Union[str, int]]) -> Optio
         if not (isinstance(cur, type) and issubclass(cur, BaseModel)) or part not in cur.model_fields:
             return None
         ann = cur.model_fields[part].annotation
-        cur = ann
+        inner = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        cur = inner[0] if len(inner) == 1 else ann  # Optional[section] -> the section
     if isinstance(cur, type) and issubclass(cur, BaseModel):
         return list(cur.model_fields)
     return None
@@ -708,6 +709,11 @@ def describe(model: type[BaseModel] = TrainConfig, prefix: str = "") -> str:
     for name, f in model.model_fields.items():
         key = f"{prefix}{name}"
         ann = f.annotation
+        inner = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(inner) == 1 and type(None) in getattr(ann, "__args__", ()):  # Optional[section]: list its keys
+            out.append(f"[{key}]  (optional, default null) " + (f.description or ""))
+            out.append(describe(inner[0], key + "."))
+            continue
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not SeedRange:
             out.append(f"[{key}]" + (f"  {f.description}" if f.description else ""))
             out.append(describe(ann, key + "."))
