@@ -153,3 +153,36 @@ def test_pipeline_recipes_pass_check_and_chain_their_models(name, capsys):
     assert lr == 0.125  # a --set addressed to a stage by name
     with pytest.raises(ConfigError, match="not a stage"):
         load_pipeline(recipe, ["nostage.optim.learning_rate=1"])
+
+
+def test_runner_skips_finished_stages_refuses_changed_ones_and_checks_tokens_first(tmp_path, monkeypatch):
+    """The runner's bookkeeping with a stand-in trainer (writes summary.json and the output model):
+    every stage runs with resume on, a rerun runs none, a finished stage whose config changed is an
+    error naming it, and a missing annotator token stops the pipeline before its first stage."""
+    from guigym.train.pipeline import run_pipeline
+
+    calls: list[tuple[str, bool]] = []
+
+    def runner(cfg, resume):
+        calls.append((cfg.run.name, resume))
+        d = Path(cfg.run.dir)
+        out = d / "model" if cfg.stage == "sft" else d / f"model-{cfg.run.iterations:06d}"
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        (d / "summary.json").write_text("{}")
+        return {"stage": cfg.run.name}
+
+    recipe = _pipeline(tmp_path, "http://127.0.0.1:9/v1")
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    with pytest.raises(ConfigError, match=rf"stage 'sft_reasoning': sft\.annotator\.token_env: .*{TOKEN_ENV}"):
+        run_pipeline(load_pipeline(recipe), log=lambda m: None, runner=runner)
+    assert calls == []  # nothing ran
+    monkeypatch.setenv(TOKEN_ENV, "t")
+    run_pipeline(load_pipeline(recipe), log=lambda m: None, runner=runner)
+    assert calls == [(f"mobilerl_miniwob_tiny-{n}", True) for n in ("sft_reasoning_free", "sft_reasoning", "adagrpo")]
+    run_pipeline(load_pipeline(recipe), log=lambda m: None, runner=runner)
+    assert len(calls) == 3  # all finished: nothing reran
+    with pytest.raises(ConfigError, match=r"stage 'sft_reasoning'.*different config"):
+        run_pipeline(load_pipeline(recipe, ["sft_reasoning.optim.learning_rate=0.5"]), log=lambda m: None,
+                     runner=runner)
+    assert len(calls) == 3

@@ -39,7 +39,8 @@ weights). Any other stage runs with ``resume=True``: one that was interrupted co
 newest checkpoint (and an SFT stage's demos.jsonl / annotations.jsonl, an RL stage's stored
 rollouts), one never started starts. So a pipeline killed anywhere is rerun with the same command.
 
-``--check`` validates every stage's config (and the chain: e.g. an RL stage after reasoning SFT
+Before any stage runs, every unfinished stage's servers' bearer tokens must be in the environment
+(:func:`preflight`). ``--check`` validates every stage's config (and the chain: e.g. an RL stage after reasoning SFT
 must parse ``Thought: ...`` replies) before anything runs, and prints each stage's resolved recipe
 and precision plan. ``--set`` overrides address a stage by name (``adagrpo.optim.learning_rate=1e-5``)
 or the pipeline section (``pipeline.dir=/tmp/x``).
@@ -244,6 +245,25 @@ def _check_same_config(stage: Stage) -> None:
                               f"remove that directory to rerun the stage, or give the pipeline another dir")
 
 
+def preflight(stages: Sequence[Stage]) -> None:
+    """Before any stage runs: every unfinished stage's config matches its stage.json and the
+    bearer tokens its servers need (annotator, HTTP rollout engine) are in the environment, so a
+    missing token stops the pipeline now, not after hours of earlier stages."""
+    for s in stages:
+        _check_same_config(s)
+        if s.finished():
+            continue
+        c = s.cfg
+        need = []
+        if c.stage == "sft" and c.sft.annotator is not None and c.sft.annotator.token_env:
+            need.append(("sft.annotator.token_env", c.sft.annotator.token_env))
+        if c.rollout.engine == "http" and (c.stage == "rl" or c.eval.enabled):
+            need.append(("rollout.token_env", c.rollout.token_env))
+        for key, var in need:
+            if not os.environ.get(var):
+                raise ConfigError(f"stage {s.name!r}: {key}: environment variable {var} is not set")
+
+
 def run_pipeline(stages: Sequence[Stage], log: Callable[[str], None] = print,
                  runner: Optional[Callable[[TrainConfig, bool], dict[str, Any]]] = None) -> dict[str, Any]:
     """Run the stages in order (module docstring); returns {stage name: summary}. ``runner(cfg,
@@ -253,6 +273,7 @@ def run_pipeline(stages: Sequence[Stage], log: Callable[[str], None] = print,
 
         def runner(cfg: TrainConfig, resume: bool) -> dict[str, Any]:
             return train_run(cfg, resume=resume, log=log)
+    preflight(stages)
     out: dict[str, Any] = {}
     for k, stage in enumerate(stages):
         _check_same_config(stage)
