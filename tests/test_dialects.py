@@ -19,7 +19,7 @@ from guigym.core.dialect import DIALECTS
 from guigym.core.dialects import smart_resize
 from guigym.core.errors import ActionParseError, ConfigError
 
-NAMES = ["uitars", "computer_13", "pyautogui", "androidlab", "androidworld", "webarena", "browsergym", "webrl"]
+NAMES = ["uitars", "computer_13", "pyautogui", "androidlab", "androidworld", "webarena", "browsergym", "webrl", "thought"]
 
 
 def make(name: str, **kwargs):

@@ -57,7 +57,15 @@ def test_bad_values_are_named():
 def test_recipes_validate_and_overrides_apply(tmp_path):
     recipes = sorted((ROOT / "recipes").glob("*.yaml"))
     assert len(recipes) >= 12
+    from guigym.train.pipeline import is_pipeline, load_pipeline
+
     for path in recipes:  # every shipped recipe loads, names itself after its file, uses the log: section
+        if is_pipeline(path):  # a list of stage recipes (guigym.train.pipeline): every stage validates
+            stages = load_pipeline(path)
+            assert all(s.cfg.run.name.startswith(path.stem + "-") for s in stages), path
+            with pytest.raises(ConfigError, match="pipeline recipe"):
+                load_recipe(path)
+            continue
         cfg = load_recipe(path)
         assert cfg.run.name == path.stem, path
         assert not cfg.run.tensorboard, f"{path.name}: use log.tensorboard (run.tensorboard is the older name)"

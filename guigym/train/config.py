@@ -346,12 +346,15 @@ class EvalConfig(_Section):
 class DemoConfig(_Section):
     """Where the demonstrations of ``stage: sft`` come from (guigym.train.demos)."""
 
-    source: Literal["agent", "eval_dir"] = Field(
+    source: Literal["agent", "eval_dir", "demos_file"] = Field(
         "agent", description="'agent' = play `agent` in the recipe's env on `seeds`; 'eval_dir' = replay the episodes a "
-                             "`guigym eval` output directory (`path`) solved, with replay:<path> (default agent)")
+                             "`guigym eval` output directory (`path`) solved, with replay:<path>; 'demos_file' = the "
+                             "demos.jsonl an earlier SFT run collected (`path`; e.g. a pipeline's previous stage), "
+                             "read as is, nothing played (default agent)")
     agent: str = Field("oracle", description="agent spec that demonstrates (as `guigym eval --agent`: oracle, "
                                              "replay:DIR, hf:PATH, openai:URL; default oracle)")
-    path: Optional[str] = Field(None, description="source eval_dir: the `guigym eval --out` directory")
+    path: Optional[str] = Field(None, description="source eval_dir: the `guigym eval --out` directory; source "
+                                                  "demos_file: a demos.jsonl (its images in the sibling demos_images/)")
     tasks: Optional[list[str]] = Field(None, description="tasks to demonstrate (default env.tasks)")
     seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=2_000_000, count=200),
                              description="episode seeds per task (source agent; default 2000000..+200); must not "
@@ -370,6 +373,37 @@ class DemoConfig(_Section):
                                "(default samples)")
 
 
+class AnnotatorConfig(_Section):
+    """The reasoning annotator of reasoning SFT (guigym.train.annotator): any OpenAI-compatible
+    ``/chat/completions`` server, asked once per demonstration step for a short reasoning that leads
+    to the demonstrated action (MobileRL, Xu et al. 2025, sec. 2.1 "Reasoning SFT": an off-the-shelf
+    instruction model bootstraps reasoning for action-only expert demonstrations)."""
+
+    url: str = Field(..., min_length=1, description="server base URL including the API prefix, e.g. "
+                                                    "http://127.0.0.1:8000/v1 (vllm serve, guigym serve, any "
+                                                    "OpenAI-compatible API); /chat/completions is appended")
+    model: str = Field(..., min_length=1, description="the `model` field of each request (required)")
+    token_env: Optional[str] = Field(
+        "GUIGYM_ANNOTATOR_TOKEN", description="environment variable holding the bearer token (never in the recipe); "
+                                              "null = send no Authorization header (default GUIGYM_ANNOTATOR_TOKEN, "
+                                              "which must then be set)")
+    prompt: Optional[str] = Field(
+        None, description="user message template with $instruction, $observation (the step's compact a11y text, as "
+                          "the policy's prompt shows it), $action (the demonstrated action) and $step; null = "
+                          "guigym.train.annotator.DEFAULT_PROMPT")
+    system: Optional[str] = Field(None, description="system message (null = guigym.train.annotator.DEFAULT_SYSTEM)")
+    max_tokens: int = Field(128, gt=0, description="`max_tokens` of each request (default 128)")
+    temperature: float = Field(0.0, ge=0.0, description="`temperature` of each request (default 0: one "
+                                                        "deterministic rationale per step)")
+    max_chars: int = Field(400, gt=0, description="a longer reasoning is cut at the last word boundary before this "
+                                                  "many characters (default 400)")
+    timeout_s: float = Field(60.0, gt=0, description="per-request timeout in seconds (default 60)")
+    retries: int = Field(2, ge=0, description="retries of a request that failed with a connection error, HTTP 429 or "
+                                              "5xx (exponential back-off); then the stage stops with an error "
+                                              "(default 2)")
+    concurrency: int = Field(4, gt=0, description="requests in flight at once (default 4)")
+
+
 class SFTConfig(_Section):
     """Supervised fine-tuning on demonstrations (``stage: sft``): NLL of the demonstrated reply tokens
     (Ouyang et al. 2022 'Training language models to follow instructions', SFT step), prompts rendered by
@@ -378,6 +412,27 @@ class SFTConfig(_Section):
     demos: DemoConfig = Field(default_factory=DemoConfig, description="where the demonstrations come from")
     output_dir: Optional[str] = Field(None, description="from_pretrained directory the trained policy is written to "
                                                         "(default <run.dir>/model): a GRPO recipe's model.path")
+    reply_template: str = Field(
+        "$action", description="the reply the policy is trained to write for each demonstrated step: $action (the "
+                               "demonstrated canonical action) and, for reasoning SFT, $reasoning (the annotator's "
+                               "text), e.g. 'Thought: $reasoning\\nAction: $action' (MobileRL sec. 2.1; parse such "
+                               "replies in RL with env.kwargs.dialect: thought). Anything but '$action' needs "
+                               "rollout.constrained: false (default '$action': reasoning-free SFT)")
+    annotator: Optional[AnnotatorConfig] = Field(
+        None, description="the reasoning annotator (needed when reply_template has $reasoning; default null)")
+
+    @model_validator(mode="after")
+    def _reasoning(self) -> "SFTConfig":
+        t = self.reply_template
+        if "$action" not in t and "${action}" not in t:
+            raise ValueError("sft.reply_template: must contain $action (the demonstrated action)")
+        wants = "$reasoning" in t or "${reasoning}" in t
+        if wants and self.annotator is None:
+            raise ValueError("sft.annotator: reply_template has $reasoning, so an annotator (url, model) is needed")
+        if self.annotator is not None and not wants:
+            raise ValueError("sft.reply_template: an annotator is set but the template has no $reasoning to put its "
+                             "text in")
+        return self
 
 
 # ---- run --------------------------------------------------------------------------------------
@@ -565,6 +620,12 @@ class TrainConfig(_Section):
             d, ev = self.sft.demos, self.eval.seeds
             if d.source == "eval_dir" and not d.path:
                 raise ValueError("sft.demos.path: source 'eval_dir' needs the guigym eval output directory")
+            if d.source == "demos_file" and not d.path:
+                raise ValueError("sft.demos.path: source 'demos_file' needs the demos.jsonl to read")
+            if self.sft.reply_template.strip() != "$action" and self.rollout.constrained:
+                raise ValueError("sft.reply_template: a reply other than the bare action cannot be produced under "
+                                 "constrained decoding (its candidates are bare actions); set rollout.constrained: "
+                                 "false")
             if d.source == "agent" and d.seeds.start < ev.start + ev.count and ev.start < d.seeds.start + d.seeds.count:
                 raise ValueError(f"sft.demos.seeds [{d.seeds.start}, {d.seeds.start + d.seeds.count}) overlap eval.seeds "
                                  f"[{ev.start}, {ev.start + ev.count}); demonstrations must not see held-out seeds")
@@ -589,7 +650,8 @@ def _fields_at(model: type[BaseModel], path: Sequence[Union[str, int]]) -> Optio
         if not (isinstance(cur, type) and issubclass(cur, BaseModel)) or part not in cur.model_fields:
             return None
         ann = cur.model_fields[part].annotation
-        cur = ann
+        inner = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        cur = inner[0] if len(inner) == 1 else ann  # Optional[section] -> the section
     if isinstance(cur, type) and issubclass(cur, BaseModel):
         return list(cur.model_fields)
     return None
@@ -663,6 +725,9 @@ def load_recipe(path: Union[str, Path], overrides: Sequence[str] = ()) -> TrainC
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections")
+    if "pipeline" in data:
+        raise ConfigError(f"{path}: a pipeline recipe (stages run in order): run it with `guigym train`, or load it "
+                          f"with guigym.train.pipeline.load_pipeline")
     data = apply_overrides(data, overrides)
     ws = (data.get("model") or {}).get("warm_start") if isinstance(data.get("model"), dict) else None
     if isinstance(ws, str) and not Path(ws).is_absolute() and (path.parent / ws).is_file():
@@ -676,6 +741,11 @@ def describe(model: type[BaseModel] = TrainConfig, prefix: str = "") -> str:
     for name, f in model.model_fields.items():
         key = f"{prefix}{name}"
         ann = f.annotation
+        inner = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(inner) == 1 and type(None) in getattr(ann, "__args__", ()):  # Optional[section]: list its keys
+            out.append(f"[{key}]  (optional, default null) " + (f.description or ""))
+            out.append(describe(inner[0], key + "."))
+            continue
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not SeedRange:
             out.append(f"[{key}]" + (f"  {f.description}" if f.description else ""))
             out.append(describe(ann, key + "."))

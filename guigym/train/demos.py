@@ -279,12 +279,16 @@ class Rendered:
 
 
 def render(demos: Sequence[Demo], builder: Any, run_id: str, *, demo_file: Optional[DemoFile] = None,
-           put_image: Optional[Callable[[np.ndarray], str]] = None, source: str = "expert") -> Rendered:
+           put_image: Optional[Callable[[np.ndarray], str]] = None, source: str = "expert",
+           reply: Optional[Callable[[int, int, DemoStep], str]] = None) -> Rendered:
     """Demos -> token-id :class:`Trajectory` objects (``source`` "expert"), through ``builder``
     (the run's :class:`PromptBuilder`). Each step: ``prompt_ids`` exactly as the rollout would
-    build them, ``response_ids`` = the action's candidate tokens + the end token,
-    ``rollout_logprobs`` zeros (nothing sampled them). Failed demos and steps whose action is not
-    a candidate are dropped (``Rendered.dropped`` counts them by reason)."""
+    build them, ``response_ids`` = the reply's tokens + the end token, ``rollout_logprobs`` zeros
+    (nothing sampled them). The reply is the action text, or ``reply(demo index, step index,
+    step)`` (reasoning SFT: "Thought: ...\nAction: <action>"); it is also what later steps' prompts
+    list as history, as the rollout lists the sampled reply. Failed demos, steps whose action is not
+    a candidate, and steps whose reply is not the bare action under constrained decoding are
+    dropped (``Rendered.dropped`` counts them by reason)."""
     tok = builder.policy.tokenizer
     eos = int(tok.eos_token_id)
     out = Rendered()
@@ -299,21 +303,22 @@ def render(demos: Sequence[Demo], builder: Any, run_id: str, *, demo_file: Optio
         ep = builder.episode(d.instruction)
         steps: list[Step] = []
         ok = True
-        for st in d.steps:
+        for j, st in enumerate(d.steps):
             obs = observation(st, demo_file)
             p = ep.prompt(obs)
-            if p.candidates is not None and st.action_text not in p.candidates:
+            text = st.action_text if reply is None else reply(k, j, st)
+            if p.candidates is not None and (st.action_text not in p.candidates or text != st.action_text):
                 ok = False
                 break
-            response = [int(t) for t in tok(st.action_text, add_special_tokens=False)["input_ids"]] + [eos]
-            ep.add_response(response, st.action_text)
+            response = [int(t) for t in tok(text, add_special_tokens=False)["input_ids"]] + [eos]
+            ep.add_response(response, text)
             refs = [put_image(im) for im in p.images] if (put_image is not None and p.images) else []
             info: dict[str, Any] = {"demo": d.source}
             if builder.mode == "multiturn":
                 info["response_spans"] = [list(s) for s in p.response_spans]
             steps.append(Step(prompt_ids=list(p.prompt_ids), response_ids=response,
                               rollout_logprobs=[0.0] * len(response), policy_version=0, image_refs=refs,
-                              action_text=st.action_text, action=st.action_text, candidates=p.candidates,
+                              action_text=text, action=st.action_text, candidates=p.candidates,
                               reward=0.0, info=info))
         if not ok:
             drop("action not among the constrained candidates")

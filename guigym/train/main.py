@@ -24,6 +24,12 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
     """Train from a :class:`TrainConfig` or a recipe path (+ ``key=value`` overrides). Returns the
     summary (start iteration, last metrics, and before/after evaluation with the z-test when
     ``eval.enabled``)."""
+    if not isinstance(config, TrainConfig):
+        from guigym.train import pipeline
+
+        if pipeline.is_pipeline(config):  # stages in order, each from the previous one's model
+            return pipeline.run_pipeline(pipeline.load_pipeline(config, overrides),
+                                         lambda c, resume: run(c, resume=resume, log=log), log=log)
     cfg = config if isinstance(config, TrainConfig) else load_recipe(config, overrides)
     check_env(cfg)  # unknown env options, tasks, dialects, paths: now, not in the env workers
     if cfg.stage == "sft":  # supervised fine-tuning on demonstrations (guigym.train.sft)
@@ -39,7 +45,8 @@ def run(config: Union[TrainConfig, str, Path], overrides: Sequence[str] = (), re
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="guigym train", description="GRPO-family RL on guigym envs from a YAML recipe")
-    p.add_argument("recipe", nargs="?", help="recipe YAML (e.g. recipes/grpo_miniwob_tiny.yaml)")
+    p.add_argument("recipe", nargs="?", help="recipe YAML (e.g. recipes/grpo_miniwob_tiny.yaml), or a pipeline of "
+                                              "stage recipes (e.g. recipes/mobilerl_miniwob_tiny.yaml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe value, e.g. --set optim.learning_rate=1e-3 (repeatable; value is YAML)")
     p.add_argument("--resume", action="store_true", help="continue the run in run.dir from its newest checkpoint")
@@ -62,6 +69,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("guigym train: a recipe path is required (or --help-config)", file=sys.stderr)
         return 2
     try:
+        from guigym.train import pipeline
+
+        if pipeline.is_pipeline(args.recipe):  # a `pipeline:` recipe (guigym.train.pipeline)
+            log = lambda m: print(m, flush=True)  # noqa: E731
+            return pipeline.cli(args, lambda c, resume: run(c, resume=resume, log=log))
         cfg = load_recipe(args.recipe, args.overrides)
         if args.check:  # (a run checks the env in run())
             for note in check_env(cfg, strict_paths=False):

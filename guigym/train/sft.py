@@ -4,8 +4,10 @@ Real GUI RL starts from a model that already reads its prompt: MobileRL (Xu et a
 trains reasoning-free SFT, then reasoning SFT, before AdaGRPO; WebRL (Qi et al. 2024, sec. 4) starts
 from an SFT actor; DART starts from UI-TARS. This stage produces such a starting point inside guigym:
 
-    demonstrations (guigym.train.demos: an agent played on seeds disjoint from evaluation, or a
-    guigym eval run replayed) -> demos.jsonl
+    demonstrations (guigym.train.demos: an agent played on seeds disjoint from evaluation, a
+    guigym eval run replayed, or an earlier SFT run's demos.jsonl) -> demos.jsonl
+        -> replies: the action, or ``sft.reply_template`` with the reasoning an annotator wrote for
+           the step (reasoning SFT, MobileRL sec. 2.1; guigym.train.annotator, annotations.jsonl)
         -> rendered by the run's PromptBuilder (the GRPO prompt path) -> Trajectory(source="expert")
            stored in the run's DataStore (DART's expert pool / BEPA's expert cache can read them)
         -> samples (the recipe's sample builder: response tokens masked in, prompt tokens out)
@@ -36,11 +38,15 @@ class SFTTrainer(Trainer):
     samples: list[Any] = []
 
     # ---- demonstrations ------------------------------------------------------------------------
+    _replies: Optional[dict[tuple[int, int], str]] = None
+
     @property
     def demo_file(self) -> Any:
+        """This run's demos.jsonl, or the one ``sft.demos.path`` names (source demos_file)."""
         from guigym.train.demos import DemoFile
 
-        return DemoFile(self.dir / "demos.jsonl")
+        d = self.cfg.sft.demos
+        return DemoFile(d.path if d.source == "demos_file" else self.dir / "demos.jsonl")
 
     def demo_jobs(self) -> tuple[str, list[tuple[str, int]]]:
         """(agent spec, the (task, seed) pairs it plays) for ``sft.demos``."""
@@ -60,6 +66,8 @@ class SFTTrainer(Trainer):
         from guigym.train.demos import collect, with_variants
 
         cfg, d = self.cfg, self.cfg.sft.demos
+        if d.source == "demos_file":  # an earlier SFT run's collection (e.g. the previous pipeline stage)
+            return self._read_demos_file()
         agent, jobs = self.demo_jobs()
         kwargs = dict(cfg.env.kwargs)
         kwargs.setdefault("tasks", sorted({t for t, _ in jobs}) or list(cfg.env.tasks))
@@ -81,6 +89,64 @@ class SFTTrainer(Trainer):
         self._demos = demos
         return demos
 
+    def _read_demos_file(self) -> list[Any]:
+        from guigym.agents.oracle.miniwob import instruction_variants
+        from guigym.train.demos import with_variants
+
+        d = self.cfg.sft.demos
+        f = self.demo_file
+        if not f.path.is_file():
+            raise FileNotFoundError(f"sft.demos.path: {f.path} does not exist (source demos_file reads the demos.jsonl "
+                                    f"of an earlier SFT run)")
+        tasks = set(d.tasks or self.cfg.env.tasks)
+        solved = [x for x in f.read() if x.success and x.task_id in tasks]
+        self.log(f"demos: {len(solved)} solved episodes read from {f.path}")
+        self._demos = with_variants(solved, instruction_variants) if d.instruction_variants else solved
+        return self._demos
+
+    # ---- replies (reasoning SFT) -----------------------------------------------------------------
+    def replies(self) -> Optional[dict[tuple[int, int], str]]:
+        """(demo index, step index) -> the reply trained on that step: ``sft.reply_template``
+        filled with the action and, with an annotator, its reasoning (MobileRL sec. 2.1, reasoning
+        SFT; guigym.train.annotator, cached in <run.dir>/annotations.jsonl). None = the bare action."""
+        from string import Template
+
+        sft = self.cfg.sft
+        if sft.reply_template.strip() == "$action":
+            return None
+        if self._replies is not None:
+            return self._replies
+        ann = None
+        if sft.annotator is not None:
+            from guigym.train.annotator import Annotator
+
+            ann = Annotator.from_config(sft.annotator)  # a missing token fails before demonstrations are played
+        demos = self.demos()
+        reasoning: dict[tuple[int, int], str] = {}
+        if ann is not None and sft.annotator is not None:
+            from guigym.train.annotator import AnnotationCache, AnnotationRequest
+            from guigym.train.rollout.prompts import compact_a11y
+
+            places, reqs = [], []
+            for k, d in enumerate(demos):
+                if not d.success:
+                    continue
+                for j, st in enumerate(d.steps):
+                    screen = (st.screen[1], st.screen[0]) if st.screen else None
+                    obs_text = compact_a11y(st.obs.get("a11y", ""), screen)
+                    reqs.append(AnnotationRequest(f"{d.task_id}/{d.seed} step {j}", ann.user_message(
+                        st.obs.get("instruction", d.instruction), obs_text, st.action_text, j)))
+                    places.append((k, j))
+            t0 = time.time()
+            texts = ann.annotate(reqs, AnnotationCache(self.dir / "annotations.jsonl"))
+            reasoning = dict(zip(places, texts))
+            self.log(f"annotator: {len(texts)} steps annotated ({ann.calls} asked of {sft.annotator.url}, "
+                     f"{len(texts) - ann.calls} from annotations.jsonl) [{time.time() - t0:.0f}s]")
+        tmpl = Template(sft.reply_template)
+        self._replies = {(k, j): tmpl.substitute(action=st.action_text, reasoning=reasoning.get((k, j), ""))
+                         for k, d in enumerate(demos) if d.success for j, st in enumerate(d.steps)}
+        return self._replies
+
     def tokenizer_texts(self) -> Optional[list[str]]:
         if not self.cfg.model.tiny.tokenizer_from_demos:
             return None
@@ -94,7 +160,8 @@ class SFTTrainer(Trainer):
         self.demos()
         demos = with_variants(self._solved, instruction_variants) if self.cfg.sft.demos.instruction_variants \
             else self._solved  # the same text whichever way the variants are trained
-        return tokenizer_texts(demos, template)
+        replies = self.replies()
+        return tokenizer_texts(demos, template) + (list(replies.values()) if replies else [])
 
     # ---- construction --------------------------------------------------------------------------
     def build(self) -> None:
@@ -103,8 +170,10 @@ class SFTTrainer(Trainer):
         if self.rank == 0:
             from guigym.train.demos import render
 
+            replies = self.replies()
             rendered = render(self.demos(), self.make_prompt_builder(), self.run_id, demo_file=self.demo_file,
-                              put_image=self.store.put_image)
+                              put_image=self.store.put_image,
+                              reply=None if replies is None else (lambda k, j, st: replies[(k, j)]))
             trajs = rendered.trajectories
             if not trajs:
                 raise ValueError(f"sft.demos: no usable demonstration (dropped: {rendered.dropped or 'none collected'})")

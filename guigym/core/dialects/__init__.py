@@ -12,6 +12,7 @@ pass options (most take ``screen=(width, height)``)::
 name            format
 ==============  =================================================================================
 uitars          UI-TARS 1.0 / 1.5 ``Action: click(start_box=...)`` (computer and mobile)
+thought         ``Thought: ...\nAction: <canonical action>`` (reasoning SFT replies, MobileRL sec. 2.1)
 computer_13     OSWorld computer_13 JSON dicts
 pyautogui       OSWorld pyautogui code, a safe subset read with ``ast``
 androidlab      AndroidLab ``do(action="Tap", element=[...])`` / ``finish(message=...)``
@@ -22,18 +23,19 @@ webrl           WebRL ``do(action="Click", element="12")`` / ``exit(message=...)
 ==============  =================================================================================
 """
 from guigym.core.dialects import (  # noqa: F401  (imported to register)
-    androidlab, androidworld, browsergym, computer_13, pyautogui, uitars, webarena, webrl,
+    androidlab, androidworld, browsergym, computer_13, pyautogui, thought, uitars, webarena, webrl,
 )
 from guigym.core.dialects.androidlab import AndroidLabDialect
 from guigym.core.dialects.androidworld import AndroidWorldDialect
 from guigym.core.dialects.browsergym import BrowserGymDialect
 from guigym.core.dialects.computer_13 import Computer13Dialect
 from guigym.core.dialects.pyautogui import PyAutoGUIDialect
+from guigym.core.dialects.thought import ThoughtDialect
 from guigym.core.dialects.uitars import UITarsDialect, smart_resize
 from guigym.core.dialects.webarena import WebArenaDialect
 from guigym.core.dialects.webrl import WebRLDialect
 
 __all__ = [
     "AndroidLabDialect", "AndroidWorldDialect", "BrowserGymDialect", "Computer13Dialect", "PyAutoGUIDialect",
-    "UITarsDialect", "WebArenaDialect", "WebRLDialect", "smart_resize",
+    "ThoughtDialect", "UITarsDialect", "WebArenaDialect", "WebRLDialect", "smart_resize",
 ]

@@ -174,6 +174,27 @@ def pool_copy(t: Trajectory) -> Trajectory:
     return t.injected_copy("pool", pool_origin_run=t.run_id)
 
 
+def sft_run_of(store: Any, run_dir: str, run_name: Optional[str]) -> str:
+    """The run id of the ``stage: sft`` run in ``store`` (the DataStore of ``run_dir``): the run
+    named ``run_name``, else the one run whose stored config says ``stage: sft``."""
+    runs = store.runs(run_name)
+    if run_name is None:
+        runs = [r for r in runs if (r.get("config") or {}).get("stage") == "sft"]
+    if len(runs) != 1:
+        found = ", ".join(r["name"] for r in store.runs()) or "none"
+        raise ValueError(f"dart_experience_pool.sft_run_dir: {run_dir} holds "
+                         f"{'no run named ' + repr(run_name) if run_name else str(len(runs)) + ' stage-sft runs'} "
+                         f"(runs there: {found}); name one with sft_run_name")
+    return str(runs[0]["run_id"])
+
+
+def copy_blobs(trajs: Sequence[Trajectory], src: Any, dst: Any) -> None:
+    """Copy the screenshots ``trajs`` refer to from ``src``'s blob store to ``dst``'s (content-
+    addressed: the refs stay valid), so the learner of the run using the pool can load them."""
+    for ref in {r for t in trajs for st in t.steps for r in st.image_refs}:
+        dst.blobs.put_bytes(src.blobs.get_bytes(ref), ref.rsplit(".", 1)[1])
+
+
 @TRAJECTORY_SOURCES.register("dart_experience_pool")
 class ExperiencePool(Plugin):
     """DART sec. 4.2: the pre-populated pool of successful trajectories, offered every iteration.
@@ -181,27 +202,48 @@ class ExperiencePool(Plugin):
     The pool is the successful trajectories (``success`` true; any source) of an earlier run
     ``run_id`` -- an expert agent's run (e.g. the MiniWoB oracle's), a replay directory imported
     into a DataStore, or an earlier training run -- in the DataStore at ``db_url`` (None = this
-    run's own store), optionally restricted to ``tasks``. Loaded once; each is offered as a
-    :func:`pool_copy`. Static, so no state to checkpoint.
+    run's own store), optionally restricted to ``tasks``. Or ``sft_run_dir``: the run directory of
+    a ``stage: sft`` run (a pipeline's SFT stage), whose demonstrations are stored there as
+    ``source="expert"`` trajectories rendered by the same prompt path (guigym.train.demos); its run
+    is ``sft_run_name`` or the one SFT run in that directory's DataStore. Screenshots of a pool read
+    from another store are copied into this run's blob store. Pool prompts are token ids: the run
+    using them must share the SFT run's tokenizer and prompt template (start it from the SFT
+    model). Loaded once; each is offered as a :func:`pool_copy`. Static, so no state to checkpoint.
     """
 
     def __init__(self, run_id: str = "", db_url: Optional[str] = None, blob_root: Optional[str] = None,
-                 tasks: Optional[Sequence[str]] = None) -> None:
-        if not run_id:
+                 tasks: Optional[Sequence[str]] = None, sft_run_dir: Optional[str] = None,
+                 sft_run_name: Optional[str] = None) -> None:
+        if sft_run_dir and (run_id or db_url):
+            raise ConfigError("dart_experience_pool.sft_run_dir: names the store and run itself; drop run_id/db_url")
+        if not run_id and not sft_run_dir:
             raise ConfigError("dart_experience_pool.run_id: the id of the run whose successes form the pool "
-                              "is required")
+                              "is required (or sft_run_dir: an SFT run's directory)")
         self.run_id, self.db_url, self.blob_root = run_id, db_url, blob_root
+        self.sft_run_dir, self.sft_run_name = sft_run_dir, sft_run_name
         self.tasks = None if tasks is None else frozenset(tasks)
         self._pool: Optional[list[Trajectory]] = None
 
     def load(self, ctx: Any) -> list[Trajectory]:
         if self._pool is None:
-            if self.db_url:
+            if self.db_url or self.sft_run_dir:
+                from pathlib import Path
+
                 from guigym.train.data.store import DataStore
 
-                store = DataStore(self.db_url, self.blob_root)
+                if self.sft_run_dir:
+                    if not (Path(self.sft_run_dir) / "guigym.db").is_file():
+                        raise ValueError(f"dart_experience_pool.sft_run_dir: {self.sft_run_dir} has no guigym.db "
+                                         f"(has the SFT run started?)")
+                    store = DataStore.for_run_dir(self.sft_run_dir)
+                else:
+                    store = DataStore(self.db_url, self.blob_root)
                 try:
+                    if self.sft_run_dir:
+                        self.run_id = sft_run_of(store, self.sft_run_dir, self.sft_run_name)
                     rows = store.get_trajectories(self.run_id)
+                    if getattr(ctx, "store", None) is not None:
+                        copy_blobs([t for t in rows if t.success], store, ctx.store)
                 finally:
                     store.close()
             else:

@@ -276,6 +276,16 @@ class DataStore:
             return None if r is None else dict(r._mapping)
         return self._read(fn)
 
+    def runs(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every run (``{"run_id", "name", "config", "created_at"}``, oldest first), or only the one
+        named ``name``; reading never creates a run (unlike :meth:`start_run`)."""
+        def fn(conn: Connection) -> list[dict[str, Any]]:
+            q = sa.select(S.runs).order_by(S.runs.c.created_at)
+            if name is not None:
+                q = q.where(S.runs.c.name == name)
+            return [dict(r._mapping) for r in conn.execute(q)]
+        return self._read(fn)
+
     # -- blobs ----------------------------------------------------------------------------
     @property
     def blobs(self) -> BlobStore:
