@@ -1,10 +1,8 @@
-"""Config validation, sample-builder masks, the learner (loss, IS weight, LoRA, DDP) and exact
+"""Config validation, sample-builder masks, the learner (loss, IS weight, LoRA) and exact
 checkpoint resume, on a tiny locally built Qwen2.5-VL (CPU)."""
 from __future__ import annotations
 
-import os
 import random
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -315,46 +313,3 @@ def test_checkpoint_is_atomic_and_pruned(tiny, tmp_path):
     (root / "ckpt-000009.tmp-123").mkdir()  # a writer that died mid-save
     (root / "ckpt-000010").mkdir()  # no state.json: incomplete, never picked
     assert checkpoint.latest(root).name == "ckpt-000003"
-
-
-# ---- DDP --------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ddp_worker(rank: int, world: int, port: int, tiny: str, samples_path: str, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        torch.set_num_threads(1)
-        samples = torch.load(samples_path, weights_only=False)
-        learner = _learner(Path(tiny), algo={"per_device_train_batch_size": 4}, optim={"adam_epsilon": 1.0})
-        for _ in range(2):
-            learner.update(samples)
-        torch.save({k: v.detach() for k, v in learner.model.state_dict().items()}, f"{out}.{rank}")
-    finally:
-        torch.distributed.destroy_process_group()
-
-
-def test_ddp_two_gloo_ranks_match_single_process(tiny, tmp_path):
-    import torch.multiprocessing as mp
-
-    trajs, _ = _rollouts(tiny, n=8)
-    samples = build_stepwise(trajs, {t.traj_id: (1.0 if t.reward else -0.5) for t in trajs})
-    torch.save(samples, tmp_path / "samples.pt")
-    # fork: the ranks inherit the imported modules (spawn re-imports torch + transformers per rank)
-    mp.start_processes(_ddp_worker, args=(2, _free_port(), str(tiny), str(tmp_path / "samples.pt"),
-                                          str(tmp_path / "p")), nprocs=2, join=True, start_method="fork")
-    r0, r1 = (torch.load(tmp_path / f"p.{r}") for r in (0, 1))
-    single = _learner(tiny, algo={"per_device_train_batch_size": 8}, optim={"adam_epsilon": 1.0})  # same 8-sample steps
-    for _ in range(2):
-        single.update(samples)
-    init = _policy(tiny).model.state_dict()
-    moved = 0
-    for k, v in single.model.state_dict().items():
-        assert torch.equal(r0[k], r1[k]), f"ranks differ at {k}"
-        assert torch.allclose(r0[k], v, atol=1e-5), f"DDP != single process at {k}"
-        moved += int(not torch.equal(v, init[k]))
-    assert moved > 10
