@@ -313,3 +313,54 @@ def test_checkpoint_is_atomic_and_pruned(tiny, tmp_path):
     (root / "ckpt-000009.tmp-123").mkdir()  # a writer that died mid-save
     (root / "ckpt-000010").mkdir()  # no state.json: incomplete, never picked
     assert checkpoint.latest(root).name == "ckpt-000003"
+
+
+def _full_sequence_entropy(learner, step) -> float:
+    """The reference: every position through lm_head in float32, a dense (R, V) candidate mask,
+    log_softmax over each masked row (what the handle computed before it restricted the rows)."""
+    pol = learner.policy
+    p, r = len(step.prompt_ids), len(step.response_ids)
+    ids = torch.tensor([list(step.prompt_ids) + list(step.response_ids)])
+    with torch.no_grad():
+        logits = learner.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits[0]
+    rows = logits[p - 1:p + r - 1].float()
+    rows[:, pol.banned] = float("-inf")
+    cons = pol.constraint(step.candidates)
+    if cons is not None:
+        keep = torch.zeros(rows.shape, dtype=torch.bool)
+        for t in range(r):
+            keep[t, cons.allowed(list(step.response_ids[:t]))] = True
+        rows = rows.masked_fill(~keep, float("-inf"))
+    logp = torch.log_softmax(rows, -1)
+    return float(-torch.where(torch.isfinite(logp), logp.exp() * logp, torch.zeros_like(logp)).sum(-1).mean())
+
+
+def test_step_entropy_over_response_rows_equals_full_sequence_computation(tiny):
+    """PolicyHandle.step_entropy sends only the response positions through lm_head and applies
+    candidates as index lists; it equals the full-sequence dense-mask computation, and the
+    entropy the sampler recorded, for constrained and free replies."""
+    from guigym.train.algorithms.policy_handle import PolicyHandle
+
+    learner = _learner(tiny)
+    handle = PolicyHandle(learner, 0)
+    pol = _policy(tiny)  # the rollout engine
+    enc = pol.encode_chat([{"role": "user", "content": "Click the button."}])
+    seen = set()
+    for cands in (CANDS, None):
+        for o in pol.generate([enc] * 3, max_new_tokens=12, seeds=[0, 1, 2], candidates=[cands] * 3 if cands else None):
+            st = Step(prompt_ids=enc.prompt_ids, response_ids=o.response_ids, rollout_logprobs=o.logprobs,
+                      policy_version=0, candidates=cands, action_text=o.text)
+            assert len(st.response_ids) > 1
+            got = handle.step_entropy(st)
+            assert got == pytest.approx(_full_sequence_entropy(learner, st), abs=1e-5)
+            assert got == pytest.approx(o.entropy, abs=1e-4)  # what the sampler recorded for the same reply
+            seen.add(round(got, 4))
+    assert len(seen) > 2  # not a constant
+    # only the R response positions reached the output projection (not all L = P + R)
+    shapes = []
+    hook = learner.model.get_output_embeddings().register_forward_hook(lambda m, a, out: shapes.append(out.shape))
+    try:
+        handle.step_entropy(st)
+    finally:
+        hook.remove()
+    assert [tuple(x) for x in shapes] == [(1, len(st.response_ids), learner.model.config.get_text_config().vocab_size)]
