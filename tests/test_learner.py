@@ -364,3 +364,12 @@ def test_step_entropy_over_response_rows_equals_full_sequence_computation(tiny):
     finally:
         hook.remove()
     assert [tuple(x) for x in shapes] == [(1, len(st.response_ids), learner.model.config.get_text_config().vocab_size)]
+    # a sharded learner's forward is a collective rank 0 cannot run alone: the handle reads the
+    # unsharded copy it is given (the loop passes the HF rollout engine's), or names the setting
+    learner.strategy = "fsdp"  # stand-in for an FSDP learner (the forward below would then hang)
+    with pytest.raises(ConfigError, match="distributed.strategy: fsdp"):
+        PolicyHandle(learner, 0).step_entropy(st)
+    shapes.clear()
+    reader = _policy(tiny).model
+    assert PolicyHandle(learner, 0, reader=reader).step_entropy(st) == pytest.approx(got, abs=1e-5)
+    assert not reader.get_output_embeddings()._forward_pre_hooks  # its row selector was removed again

@@ -440,12 +440,23 @@ class DistributedConfig(_Section):
         "ddp", description="data parallelism with WORLD_SIZE > 1 (guigym.train.parallel): 'fsdp' = torch FSDP2 "
                            "fully_shard, parameters/gradients/AdamW state split over ranks (Zhao et al. 2023 'PyTorch "
                            "FSDP'; ZeRO-3, Rajbhandari et al. 2020); 'ddp' = replicated DistributedDataParallel "
-                           "(default); 'auto' = fsdp for full fine-tuning, ddp under LoRA. The Learner implements "
-                           "fsdp; `guigym train` under torchrun refuses it until the loop's rank-0-only weight sync, "
-                           "checkpoint and plug-in model reads are collective")
+                           "(default); 'auto' = fsdp for full fine-tuning, ddp under LoRA. Under torchrun every rank "
+                           "joins the weight gathers (weight push, checkpoints, saved models); rank 0 writes")
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="torch.distributed backend when launched with torchrun (WORLD_SIZE>1): auto = nccl "
                             "with CUDA, gloo otherwise (default auto)")
+    gpus: Optional[int] = Field(
+        None, ge=1, description="training GPUs (torchrun world size) the recipe is planned for; `guigym train "
+                                "--check` then refuses a memory plan that does not fit gpus x gpu_memory_gib "
+                                "(default None: plan shown for 1 and 8 GPUs, not checked)")
+    gpu_memory_gib: Optional[float] = Field(
+        None, gt=0, description="memory of each training GPU in GiB (e.g. 80 for an A100/H100 80GB); with gpus")
+    plan_screen_size: tuple[int, int] = Field(
+        (1920, 1080), description="screenshot width, height the memory plan assumes for rollout.history_images "
+                                  "(default 1920x1080, OSWorld's screen)")
+    plan_text_tokens: int = Field(
+        2048, ge=0, description="prompt text tokens per sample the memory plan assumes (system prompt, "
+                                "instruction, action history; default 2048)")
     ddp_timeout: int = Field(
         7200, gt=0, description="seconds a rank may wait inside a collective (transformers TrainingArguments "
                                 "`ddp_timeout`, whose default is 1800). Ranks > 0 wait while rank 0 rolls out and "

@@ -177,6 +177,11 @@ class Learner:
             self.ref_model = copy.deepcopy(model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
+                if mixed_precision == "bf16":
+                    # only ever read under bf16 autocast (and FSDP all-gathers it in bf16): bf16
+                    # storage halves the frozen copy (7B: 15.4 instead of 30.9 GiB unsharded).
+                    # Parameters only: buffers such as RoPE's inv_freq stay float32.
+                    p.data = p.data.to(torch.bfloat16)
         # the output projection sees only the positions that predict trained tokens (see logprobs)
         self._rows = ResponseRows(self.model)
         self._ref_rows = ResponseRows(self.ref_model) if self.ref_model is not None else None
