@@ -167,6 +167,25 @@ def test_check_passes_the_7b_recipes_on_their_stated_gpus_and_refuses_one_gpu(re
     assert rc == 2 and "distributed.gpu_memory_gib: required" in err
 
 
+def test_check_refuses_rollout_servers_that_cannot_serve_the_7b_recipes():
+    """The 7B recipes send 5 screenshots and fully fine-tune: guigym serve (images, admin reload)
+    works; stock vLLM takes no images with token-id prompts and refreshes only adapters or by a
+    restart command, which --check names before anything starts."""
+    recipe = ROOT / "recipes" / "grpo_osworld_uitars7b.yaml"
+    rc, _, err = _check(recipe, "rollout.http_api=vllm", "rollout.weight_sync=null")
+    assert rc == 2 and "rollout.history_images: 5 screenshots" in err and "http_api: guigym" in err
+    rc, _, err = _check(recipe, "rollout.http_api=vllm", "rollout.weight_sync=null", "rollout.history_images=0")
+    assert rc == 2 and "rollout.weight_sync: 'lora'" in err and "model.lora.enabled is false" in err
+    rc, _, err = _check(recipe, "rollout.http_api=vllm", "rollout.history_images=0")  # the recipe's admin sync
+    assert rc == 2 and "rollout.weight_sync: 'admin'" in err
+    rc, _, err = _check(recipe, "rollout.weight_sync=restart")
+    assert rc == 2 and "rollout.restart_command" in err
+    # the working vLLM setup for full fine-tuning: text-only prompts, restart per server
+    rc, _, err = _check(recipe, "rollout.http_api=vllm", "rollout.history_images=0", "rollout.weight_sync=restart",
+                        "rollout.restart_command=[restart-vllm, '{index}', '{path}']")
+    assert rc == 0, err
+
+
 def test_check_counts_reference_logits_and_activations():
     recipe = ROOT / "recipes" / "grpo_osworld_uitars7b.yaml"  # beta 0, gradient checkpointing, 5 screenshots
     base = ["distributed.gpus=8"]

@@ -497,12 +497,41 @@ class TrainConfig(_Section):
             self.log.tensorboard = True
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
+        if self.rollout.engine == "http":
+            self._check_http_rollout()
         if self.eval.enabled:
             tr, ev = self.env.train_seeds, self.eval.seeds
             if tr.start < ev.start + ev.count and ev.start < tr.start + tr.count:
                 raise ValueError(f"eval.seeds [{ev.start}, {ev.start + ev.count}) overlap env.train_seeds "
                                  f"[{tr.start}, {tr.start + tr.count}); held-out seeds must be disjoint")
         return self
+
+    def _check_http_rollout(self) -> None:
+        """The rollout servers can take these prompts and be refreshed with these weights (what
+        would otherwise fail at the first request or the first weight push, hours into a run).
+
+        * stock vLLM (``http_api: vllm``) takes token-id prompts only without images
+          (guigym.train.rollout.policy_service): screenshots need ``guigym serve``;
+        * ``weight_sync`` (default ``admin`` for guigym serve, ``lora`` for vLLM): ``admin`` is guigym
+          serve's reload of a full checkpoint; ``lora`` loads adapters, so it needs
+          ``model.lora.enabled``; ``restart`` needs ``restart_command``."""
+        r = self.rollout
+        sync = r.weight_sync or ("lora" if r.http_api == "vllm" else "admin")
+        if r.http_api == "vllm" and r.history_images:
+            raise ValueError(f"rollout.history_images: {r.history_images} screenshots per prompt, but stock vLLM "
+                             f"(rollout.http_api: vllm) takes token-id prompts without images; use http_api: guigym "
+                             f"(guigym serve servers) or history_images: 0")
+        if sync == "admin" and r.http_api == "vllm":
+            raise ValueError("rollout.weight_sync: 'admin' is guigym serve's /v1/admin/reload, which vLLM lacks; use "
+                             "lora (with model.lora) or restart (with rollout.restart_command)")
+        if sync == "lora" and not self.model.lora.enabled:
+            raise ValueError("rollout.weight_sync: 'lora' (the default for http_api: vllm) refreshes the servers with "
+                             "the trained LoRA adapters, but model.lora.enabled is false (full fine-tuning); use "
+                             "http_api: guigym (weight_sync: admin reloads the full weights) or weight_sync: restart "
+                             "with rollout.restart_command")
+        if sync == "restart" and not r.restart_command:
+            raise ValueError("rollout.restart_command: weight_sync 'restart' needs the command that restarts one "
+                             "server ({index}, {url}, {path} are filled in)")
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
