@@ -26,6 +26,7 @@ CANDS = ['click(element="1")', 'click(element="2")', 'click(element="3")']
 #: sample counts that leave the two ranks with different micro-batch counts at 1 sample per
 #: micro-batch and 4 per optimizer step: 3 -> (2, 1); 5 -> (2, 2) then (1, 0); 7 -> (2, 2), (2, 1)
 UNEVEN = (3, 5, 7)
+UNEVEN_BETA = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +42,12 @@ def _policy(tiny):
     return HFPolicy(tiny)
 
 
-def _learner(tiny, strategy, batch, accumulate=1):
+def _learner(tiny, strategy, batch, accumulate=1, beta=0.0):
     from guigym.train.learner import Learner
 
     # adam_epsilon = 1 keeps the step ~ linear in the gradient (with 1e-8, Adam's first step is
     # lr * sign(g), which turns float-rounding noise on near-zero gradients into +-lr)
-    return Learner(_policy(tiny), AlgorithmConfig(per_device_train_batch_size=batch),
+    return Learner(_policy(tiny), AlgorithmConfig(per_device_train_batch_size=batch, beta=beta),
                    OptimConfig(learning_rate=1e-2, adam_epsilon=1.0, gradient_accumulation_steps=accumulate),
                    strategy=strategy)
 
@@ -90,10 +91,11 @@ def _worker(rank: int, world: int, tiny: str, samples_path: str, out: str) -> No
     for _ in range(2):
         ddp.update(samples)
     res["ddp"] = _detached(ddp.model)
-    # uneven micro-batch counts: 1 sample per micro-batch, 2 micro-batches per rank per step
+    # uneven micro-batch counts: 1 sample per micro-batch, 2 micro-batches per rank per step; with
+    # a KL term, so the no-grad reference pass (FSDP gathers there too) runs per micro-batch
     for strategy in ("fsdp", "ddp"):
         for n in UNEVEN:
-            lr = _learner(Path(tiny), strategy, batch=1, accumulate=2)
+            lr = _learner(Path(tiny), strategy, batch=1, accumulate=2, beta=UNEVEN_BETA)
             m = lr.update(samples[:n])
             res[f"{strategy}-{n}"] = {"weights": lr.trainable_state() if strategy == "fsdp" else _detached(lr.model),
                                       "loss": m["loss"], "optimizer_steps": m["optimizer_steps"]}
@@ -167,9 +169,10 @@ def test_ddp_two_gloo_ranks_match_single_process(tiny, ranks):
 def test_uneven_micro_batch_counts_match_single_process(tiny, ranks, strategy, n):
     """3, 5 or 7 samples, 4 per optimizer step, 1 per micro-batch: the ranks own different
     micro-batch counts (FSDP used to deadlock); the update equals one process's on the same
-    optimizer steps (2 samples per micro-batch x 2 accumulated)."""
+    optimizer steps (2 samples per micro-batch x 2 accumulated). With a KL term (beta > 0) the
+    reference pass runs per micro-batch too."""
     r0, r1, samples = ranks
-    single = _learner(tiny, "ddp", batch=2, accumulate=2)
+    single = _learner(tiny, "ddp", batch=2, accumulate=2, beta=UNEVEN_BETA)
     m = single.update(samples[:n])
     got = r0[f"{strategy}-{n}"]
     assert got["optimizer_steps"] == m["optimizer_steps"] == -(-n // 4)
