@@ -211,20 +211,26 @@ def test_claims_of_dead_processes_are_dropped(tmp_path):
 def _claim_in_child(state_dir: str, barrier: Any, out: Any) -> None:
     alloc = P.ConsolePortAllocator(state_dir, port_free=lambda p: True)
     out.put(alloc.allocate(owner=f"child-{os.getpid()}"))
-    barrier.wait(timeout=30)  # stay alive until every child allocated (a dead owner's claim is dropped)
+    barrier.wait(timeout=120)  # stay alive until every child allocated (a dead owner's claim is dropped)
 
 
 def test_port_allocation_across_processes_never_collides(tmp_path):
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # not fork: a forked child can inherit locks of the parent's threads
     n = 6
     barrier, out = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=_claim_in_child, args=(str(tmp_path / "ports"), barrier, out)) for _ in range(n)]
-    for p in procs:
-        p.start()
-    got = sorted(out.get(timeout=30) for _ in range(n))
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    try:
+        for p in procs:
+            p.start()
+        got = sorted(out.get(timeout=120) for _ in range(n))  # hang guards, not speed checks
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=10)
     assert got == [5554 + 2 * i for i in range(n)]  # distinct, even, densest packing
 
 

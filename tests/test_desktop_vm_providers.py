@@ -151,21 +151,28 @@ def test_port_allocator_busy_list_is_respected(tmp_path):
     assert got["server"] >= start + 2
 
 
-def _alloc_in_child(state_dir, start, q):
+def _alloc_in_child(state_dir, start, q, barrier):
     q.put(dk.PortAllocator(state_dir).allocate({"server": start}, owner=str(os.getpid()))["server"])
-    time.sleep(1.0)  # stay alive so the claim counts
+    barrier.wait(timeout=120)  # stay alive until every child allocated (a dead owner's claim is dropped)
 
 
 def test_port_lock_across_processes(tmp_path):
     start = free_port()
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_alloc_in_child, args=(str(tmp_path), start, q)) for _ in range(3)]
-    for p in procs:
-        p.start()
-    ports = [q.get(timeout=20) for _ in procs]
-    for p in procs:
-        p.join(timeout=20)
+    ctx = mp.get_context("spawn")  # not fork: a forked child can inherit locks of the parent's threads
+    q, barrier = ctx.Queue(), ctx.Barrier(3)
+    procs = [ctx.Process(target=_alloc_in_child, args=(str(tmp_path), start, q, barrier)) for _ in range(3)]
+    try:
+        for p in procs:
+            p.start()
+        ports = [q.get(timeout=120) for _ in procs]  # hang guards, not speed checks
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=10)
     assert len(set(ports)) == 3
     # the children are dead now: their claims are stale and dropped at the next allocation
     assert dk.PortAllocator(tmp_path).allocate({"server": start})["server"] == min(ports)

@@ -1,18 +1,19 @@
 """Loop-level data parallel through torchrun on CPU (gloo, 2 processes) on the tiny MiniWoB
 recipe. Rank 0 runs Chromium, the policy service and the DataStore; rank 1 only trains; samples
-are broadcast (issue 11, item 7).
+are broadcast (issue 11, item 7; issue 32, item 5).
 
 * ``ddp`` (two iterations): both ranks train on the same samples and end with bit-identical
   weights that differ from the initial ones.
-* ``fsdp`` is not run here: the loop refuses it under torchrun until plug-in model reads run on
-  every rank (see ``Trainer.build``); FSDP updates are tested at the learner level
-  (tests/test_fsdp.py)."""
+* ``fsdp`` (one iteration): the ranks hold shards; weight push, checkpoint and saved model
+  gather the full tensors, which equal one process's update on the same samples (1e-5).
+
+The launch runs in its own session and is killed whole if it outlives its bound
+(tests/dist_helpers.torchrun), so a rank stuck in a collective fails the test instead of
+hanging it."""
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("sqlalchemy")
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("this torch build has no torch.distributed gloo backend", allow_module_level=True)
+
+from dist_helpers import torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +44,7 @@ def main(recipe, out):
 
     def spy(self, samples):
         seen.append([[s.traj_id, s.step_index, list(s.input_ids), list(s.advantages)] for s in samples])
+        torch.save(list(samples), os.path.join(out, f"samples{len(seen)}.rank{self.rank}.pt"))
         return update(self, samples)
 
     Learner.update = spy
@@ -69,6 +73,9 @@ def _recipe(tmp_path: Path, strategy: str, iterations: int) -> Path:
     # hold a real shard of every step
     cfg["rollout"].update(num_generations=4, groups_per_iteration=2, max_batch=4)
     cfg["algorithm"].update(per_device_train_batch_size=2, num_iterations=1)
+    # Adam's first step is lr * sign(g) at eps 1e-8, turning rounding noise on ~0 gradients into
+    # +-lr; eps 1 keeps it ~linear in g, so the FSDP update can be compared with one process's
+    cfg["optim"]["adam_epsilon"] = 1.0
     cfg["eval"]["enabled"] = False
     cfg.setdefault("distributed", {})["strategy"] = strategy
     path = tmp_path / "recipe.yaml"
@@ -77,7 +84,7 @@ def _recipe(tmp_path: Path, strategy: str, iterations: int) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy, iterations", [("ddp", 2)])  # fsdp: the loop refuses it for now (loop.py)
+@pytest.mark.parametrize("strategy, iterations", [("ddp", 2), ("fsdp", 1)])
 def test_torchrun_two_ranks_train_the_same_samples(tmp_path, strategy, iterations):
     from guigym.train.policy.hf_policy import HFPolicy
 
@@ -87,10 +94,10 @@ def test_torchrun_two_ranks_train_the_same_samples(tmp_path, strategy, iteration
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(driver), str(recipe), str(out)]
-    # the timeout only stops a hung run (e.g. a rank stuck in a collective); ~3 min at load 12
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    # the bound only stops a hung run (a rank stuck in a collective), below pytest's 600 s so the
+    # launch is killed with its output reported; ~3 min at load 12
+    p = torchrun(["--standalone", "--nproc_per_node", "2", str(driver), str(recipe), str(out)],
+                 cwd=tmp_path, env=env, bound_s=540)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
 
     info = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -123,3 +130,19 @@ def test_torchrun_two_ranks_train_the_same_samples(tmp_path, strategy, iteration
         differ = [k for k in w0 if not torch.equal(w0[k], w1[k])]
         assert not differ, f"ranks diverged in {len(differ)} tensors, e.g. {differ[:3]}"
         assert all(torch.equal(final[k], w0[k]) for k in w0)
+    if strategy == "fsdp":  # the gathered update equals one process training on the same samples
+        from guigym.train.config import load_recipe
+        from guigym.train.learner import Learner
+
+        samples = torch.load(out / "samples1.rank0.pt", weights_only=False)
+        cfg = load_recipe(recipe)
+        # one process with the same optimizer steps: 2 ranks x 2 samples per micro-batch
+        algo = cfg.algorithm.model_copy(update={"per_device_train_batch_size": 2 * 2})
+        single = Learner(HFPolicy(info[0]["model_dir"]), algo, cfg.optim, cfg.model.lora,
+                         total_updates=cfg.run.iterations, max_len_norm=cfg.rollout.max_new_tokens,
+                         temperature=cfg.rollout.temperature, strategy="fsdp")
+        assert single.strategy == "single"
+        single.update(samples)
+        ref = single.trainable_state()
+        worst = max((final[k] - ref[k]).abs().max().item() for k in ref)
+        assert worst < 1e-5, f"FSDP through the loop != one process (max |diff| {worst})"

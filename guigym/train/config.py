@@ -553,12 +553,23 @@ class DistributedConfig(_Section):
         "ddp", description="data parallelism with WORLD_SIZE > 1 (guigym.train.parallel): 'fsdp' = torch FSDP2 "
                            "fully_shard, parameters/gradients/AdamW state split over ranks (Zhao et al. 2023 'PyTorch "
                            "FSDP'; ZeRO-3, Rajbhandari et al. 2020); 'ddp' = replicated DistributedDataParallel "
-                           "(default); 'auto' = fsdp for full fine-tuning, ddp under LoRA. The Learner implements "
-                           "fsdp; `guigym train` under torchrun refuses it until the loop's rank-0-only weight sync, "
-                           "checkpoint and plug-in model reads are collective")
+                           "(default); 'auto' = fsdp for full fine-tuning, ddp under LoRA. Under torchrun every rank "
+                           "joins the weight gathers (weight push, checkpoints, saved models); rank 0 writes")
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="torch.distributed backend when launched with torchrun (WORLD_SIZE>1): auto = nccl "
                             "with CUDA, gloo otherwise (default auto)")
+    gpus: Optional[int] = Field(
+        None, ge=1, description="training GPUs (torchrun world size) the recipe is planned for; `guigym train "
+                                "--check` then refuses a memory plan that does not fit gpus x gpu_memory_gib "
+                                "(default None: plan shown for 1 and 8 GPUs, not checked)")
+    gpu_memory_gib: Optional[float] = Field(
+        None, gt=0, description="memory of each training GPU in GiB (e.g. 80 for an A100/H100 80GB); with gpus")
+    plan_screen_size: tuple[int, int] = Field(
+        (1920, 1080), description="screenshot width, height the memory plan assumes for rollout.history_images "
+                                  "(default 1920x1080, OSWorld's screen)")
+    plan_text_tokens: int = Field(
+        2048, ge=0, description="prompt text tokens per sample the memory plan assumes (system prompt, "
+                                "instruction, action history; default 2048)")
     ddp_timeout: int = Field(
         7200, gt=0, description="seconds a rank may wait inside a collective (transformers TrainingArguments "
                                 "`ddp_timeout`, whose default is 1800). Ranks > 0 wait while rank 0 rolls out and "
@@ -631,12 +642,41 @@ class TrainConfig(_Section):
                                  f"[{ev.start}, {ev.start + ev.count}); demonstrations must not see held-out seeds")
             if self.run.topology != "coupled":
                 raise ValueError("run.topology: stage sft runs in the coupled loop")
+        if self.rollout.engine == "http":
+            self._check_http_rollout()
         if self.eval.enabled:
             tr, ev = self.env.train_seeds, self.eval.seeds
             if tr.start < ev.start + ev.count and ev.start < tr.start + tr.count:
                 raise ValueError(f"eval.seeds [{ev.start}, {ev.start + ev.count}) overlap env.train_seeds "
                                  f"[{tr.start}, {tr.start + tr.count}); held-out seeds must be disjoint")
         return self
+
+    def _check_http_rollout(self) -> None:
+        """The rollout servers can take these prompts and be refreshed with these weights (what
+        would otherwise fail at the first request or the first weight push, hours into a run).
+
+        * stock vLLM (``http_api: vllm``) takes token-id prompts only without images
+          (guigym.train.rollout.policy_service): screenshots need ``guigym serve``;
+        * ``weight_sync`` (default ``admin`` for guigym serve, ``lora`` for vLLM): ``admin`` is guigym
+          serve's reload of a full checkpoint; ``lora`` loads adapters, so it needs
+          ``model.lora.enabled``; ``restart`` needs ``restart_command``."""
+        r = self.rollout
+        sync = r.weight_sync or ("lora" if r.http_api == "vllm" else "admin")
+        if r.http_api == "vllm" and r.history_images:
+            raise ValueError(f"rollout.history_images: {r.history_images} screenshots per prompt, but stock vLLM "
+                             f"(rollout.http_api: vllm) takes token-id prompts without images; use http_api: guigym "
+                             f"(guigym serve servers) or history_images: 0")
+        if sync == "admin" and r.http_api == "vllm":
+            raise ValueError("rollout.weight_sync: 'admin' is guigym serve's /v1/admin/reload, which vLLM lacks; use "
+                             "lora (with model.lora) or restart (with rollout.restart_command)")
+        if sync == "lora" and not self.model.lora.enabled:
+            raise ValueError("rollout.weight_sync: 'lora' (the default for http_api: vllm) refreshes the servers with "
+                             "the trained LoRA adapters, but model.lora.enabled is false (full fine-tuning); use "
+                             "http_api: guigym (weight_sync: admin reloads the full weights) or weight_sync: restart "
+                             "with rollout.restart_command")
+        if sync == "restart" and not r.restart_command:
+            raise ValueError("rollout.restart_command: weight_sync 'restart' needs the command that restarts one "
+                             "server ({index}, {url}, {path} are filled in)")
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

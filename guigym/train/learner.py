@@ -26,7 +26,9 @@ rank multiplies its loss by ``world_size`` (the normaliser is already global). M
 except the last of a step run under ``no_sync``; a rank without samples in a step runs one
 zero-weight micro-batch so the all-reduce still happens. ``strategy="fsdp"`` (or ``"auto"``
 without LoRA) shards the model with torch FSDP2 instead (:mod:`guigym.train.parallel`): same
-sample split and gradient averaging; gradients are reduce-scattered every micro-batch;
+sample split and gradient averaging; gradients are reduce-scattered every micro-batch, so every
+rank runs the same number of micro-batches per step (the rank with fewer samples pads with
+zero-weight ones; :meth:`Learner._micro_counts`);
 :meth:`Learner.trainable_state`, :meth:`Learner.optimizer_state` and :meth:`Learner.save_pretrained`
 become collectives that gather full tensors on rank 0.
 
@@ -176,6 +178,11 @@ class Learner:
             self.ref_model = copy.deepcopy(model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
+                if mixed_precision == "bf16":
+                    # only ever read under bf16 autocast (and FSDP all-gathers it in bf16): bf16
+                    # storage halves the frozen copy (7B: 15.4 instead of 30.9 GiB unsharded).
+                    # Parameters only: buffers such as RoPE's inv_freq stay float32.
+                    p.data = p.data.to(torch.bfloat16)
         #: the iteration whose starting actor the reference is (refresh_reference); None = the
         #: initial weights (the frozen copy, or the base model under LoRA)
         self.reference_version: Optional[int] = None
@@ -437,6 +444,24 @@ class Learner:
         per_step = self.algo.per_device_train_batch_size * self.optim_cfg.gradient_accumulation_steps * self.world
         return [list(samples[i:i + per_step]) for i in range(0, len(samples), per_step)]
 
+    def _micro_counts(self, steps: Sequence[Sequence[Sample]], mb: int) -> list[int]:
+        """Micro-batches this rank runs in each optimizer step: the same number on every rank.
+
+        Each rank trains ``step[rank::world]`` in micro-batches of ``mb``, so ranks can own
+        different counts (3 samples on 2 ranks with ``mb = 1``: 2 and 1). Under FSDP every
+        micro-batch's forward all-gathers and its backward reduce-scatters (the no-grad old-policy
+        and reference passes gather too), so unequal counts leave collectives unpaired and the
+        ranks deadlock; every rank therefore runs the maximum over ranks (agreed by one
+        ``all_reduce(MAX)``), the missing ones as zero-weight stand-ins. Under DDP only the last
+        micro-batch of a step synchronises, so a rank just needs at least one.
+        """
+        own = [math.ceil(len(step[self.rank::self.world]) / mb) for step in steps]
+        if self.strategy != "fsdp":
+            return [max(1, n) for n in own]
+        counts = torch.tensor(own, dtype=torch.int64, device=self.device)
+        torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.MAX)
+        return [int(n) for n in counts.cpu()]
+
     def _norm(self, step: Sequence[Sample]) -> float:
         """The step-wide divisor of ``loss_type`` (same on every rank): trained tokens for
         token-mean, ``sequences * max_len_norm`` for seq-mean-token-sum-norm (Dr. GRPO), trained
@@ -580,14 +605,14 @@ class Learner:
         # this rank's micro-batches per optimizer step, with pi_train_old / IS weight / ref computed
         # once before any weight changes (pi_train_old is the policy that generated the batch)
         plan: list[tuple[tuple[float, float, float], list[Any]]] = []
-        for step in steps:
+        for step, n_micro in zip(steps, self._micro_counts(steps, mb)):
             mine = step[self.rank::self.world]
-            dummy = not mine
-            if dummy:
-                mine = step[:1]
             micro = []
-            for i in range(0, len(mine), mb):
-                batch = self.collate(mine[i:i + mb])
+            for i in range(n_micro):
+                # past this rank's own samples: a zero-weight stand-in (its loss is multiplied by
+                # 0) that only keeps the collectives paired with the other ranks'
+                dummy = i * mb >= len(mine)
+                batch = self.collate(step[:1] if dummy else mine[i * mb:(i + 1) * mb])
                 with torch.no_grad():
                     old = self.logprobs(batch, self.model)
                 is_w = None

@@ -34,7 +34,11 @@ live in :mod:`guigym.train.main`, which picks this trainer or DART's decoupled s
 (:mod:`guigym.train.decoupled`, built on this :class:`Trainer`) by ``run.topology``.
 
 Distributed (torchrun, WORLD_SIZE > 1): rank 0 runs the envs, the policy service, the DataStore,
-metrics and checkpoints; samples are broadcast and every rank trains its shard (DDP).
+metrics and checkpoints; samples are broadcast and every rank trains its shard (DDP or FSDP).
+Under FSDP (``distributed.strategy: fsdp``) every rank joins the gathers that need the full
+weights -- weight push to the policy service, checkpoints, ``save_model_every`` -- and rank 0
+writes; plug-ins on rank 0 that read the model (``ctx.policy``) use the HF rollout engine's full
+copy (:meth:`Trainer.unsharded_reader`).
 
 Env backend (``run.backend``): ``process`` runs each env in a worker process on rank 0's machine;
 ``ray`` runs each as a Ray actor anywhere in a Ray cluster (the ``ray`` section). Same recipe, same
@@ -240,14 +244,6 @@ class Trainer:
         policy = HFPolicy(self.model_dir, device=cfg.model.device, dtype=cfg.model.dtype)
         if cfg.model.gradient_checkpointing:
             policy.model.gradient_checkpointing_enable()
-        from guigym.train.parallel import resolve_strategy
-
-        if resolve_strategy(cfg.distributed.strategy, cfg.model.lora.enabled, self.world) == "fsdp":
-            # Learner.trainable_state / optimizer_state / save_pretrained are collectives under FSDP;
-            # this loop still calls them (and plug-ins read the model) on rank 0 only, which would hang
-            raise ConfigError("distributed.strategy: fsdp is not wired into the training loop yet (weight sync, "
-                              "checkpoints and plug-in model reads run on rank 0 only); use ddp, or the Learner "
-                              "directly (guigym.train.learner.Learner(strategy='fsdp'))")
         from guigym.train.samples import max_trained_tokens
 
         # Dr. GRPO's constant: the most trained tokens one sample can hold; None (multiturn without
@@ -362,7 +358,8 @@ class Trainer:
         history = {k: TaskOutcome.from_dict(v.to_dict()) for k, v in self.history.items()}
         return PluginContext(iteration=iteration, rng=random.Random(f"{self.cfg.run.seed}/plugins/{iteration}"),
                              store=self.store, run_id=self.run_id,
-                             policy=PolicyHandle(self.learner, iteration, self.learner.image_loader),
+                             policy=PolicyHandle(self.learner, iteration, self.learner.image_loader,
+                                                 reader=self.unsharded_reader()),
                              history=history, tasks=list(self.tasks), config=self.cfg)
 
     def start_rollout(self) -> None:
@@ -468,6 +465,17 @@ class Trainer:
             verified = bool(spec.get("has_verifier", spec.get("verifier_survives", False)))
             t.info = {**t.info, "reward_source": "verifier" if verified else ("orm" if orm else "none"),
                       "task_provenance": {k: spec.get(k) for k in ("parent", "root", "generator", "phase")}}
+
+    def unsharded_reader(self) -> Any:
+        """The model plug-ins read on rank 0 when the learner's weights are FSDP shards (a forward
+        of a sharded model is a collective the other ranks never join): the in-process HF rollout
+        engine's full copy, which :meth:`push_weights` keeps at the learner's version. None when
+        the learner is not sharded (plug-ins read it) or no such copy exists (then
+        :class:`PolicyHandle` says which setting to change if a plug-in needs the model)."""
+        if not self.sharded:
+            return None
+        policy = getattr(self.service, "policy", None)
+        return getattr(policy, "model", None)
 
     @property
     def sharded(self) -> bool:

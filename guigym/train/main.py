@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in run.dir from its newest checkpoint")
     p.add_argument("--help-config", action="store_true", help="print every recipe key with its help text and exit")
     p.add_argument("--check", action="store_true", help="validate the recipe, print it resolved with its precision and "
-                                                         "sharding plan (bytes per GPU for 1 and 8 GPUs), and exit")
+                                                         "sharding plan (bytes per GPU for distributed.gpus, or 1 and 8), and "
+                                                         "exit; non-zero when it does not fit distributed.gpus x "
+                                                         "distributed.gpu_memory_gib")
     return p
 
 
@@ -80,11 +82,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"guigym train: note: {note} on this machine (the run needs it)", file=sys.stderr)
             import yaml
 
-            from guigym.train.parallel import format_plan
+            from guigym.train.parallel import build_plan, check_plan, format_plan
 
             print(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
             print("# precision and sharding plan")
-            print(format_plan(cfg))
+            plan = build_plan(cfg)
+            print(format_plan(cfg, plan))
+            check_plan(cfg, plan)  # ConfigError (exit 2) naming the settings when it does not fit the GPUs
             return 0
         run(cfg, resume=args.resume, log=lambda m: print(m, flush=True))
     except ConfigError as exc:
