@@ -772,6 +772,10 @@ def load_recipe(path: Union[str, Path], overrides: Sequence[str] = ()) -> TrainC
     ws = (data.get("model") or {}).get("warm_start") if isinstance(data.get("model"), dict) else None
     if isinstance(ws, str) and not Path(ws).is_absolute() and (path.parent / ws).is_file():
         data["model"]["warm_start"] = str((path.parent / ws).resolve())  # relative to the recipe's folder
+    demos = ((data.get("sft") or {}).get("demos") or {}) if isinstance(data.get("sft"), dict) else {}
+    dp = demos.get("path") if isinstance(demos, dict) else None
+    if isinstance(dp, str) and not Path(dp).is_absolute() and (path.parent / dp).exists():
+        demos["path"] = str((path.parent / dp).resolve())  # likewise
     return from_dict(data, source=str(path))
 
 

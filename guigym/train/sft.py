@@ -101,7 +101,9 @@ class SFTTrainer(Trainer):
         tasks = set(d.tasks or self.cfg.env.tasks)
         solved = [x for x in f.read() if x.success and x.task_id in tasks]
         self.log(f"demos: {len(solved)} solved episodes read from {f.path}")
-        self._demos = with_variants(solved, instruction_variants) if d.instruction_variants else solved
+        self._solved = solved
+        self._demos = with_variants(solved, instruction_variants) \
+            if d.instruction_variants and d.variants_as == "samples" else solved
         return self._demos
 
     # ---- replies (reasoning SFT) -----------------------------------------------------------------

@@ -46,9 +46,18 @@ def _strip(d: Any, path: tuple[str, ...] = ()) -> Any:
 
 
 def key_of(cfg: Any) -> str:
-    """First 16 hex digits of sha256 over the SFT config (a TrainConfig) without run name/dir,
-    eval, logging and parallelism."""
-    blob = json.dumps(_strip(cfg.to_dict()), sort_keys=True, separators=(",", ":"))
+    """First 16 hex digits of sha256 over the SFT config (a TrainConfig): the values that differ
+    from their defaults (so a new config field with a default leaves every key as it was), without
+    run name/dir, eval, logging and parallelism; a ``model.warm_start`` it starts from counts by
+    that recipe's own key, a ``demos_file`` by its content (never by where the file lies)."""
+    data = _strip(cfg.model_dump(mode="json", exclude_defaults=True))
+    ws = (data.get("model") or {}).get("warm_start")
+    if ws:
+        data["model"]["warm_start"] = "key:" + key_of(load_sft_recipe(ws))
+    path = ((data.get("sft") or {}).get("demos") or {}).get("path")
+    if path and cfg.sft.demos.source == "demos_file" and Path(path).is_file():
+        data["sft"]["demos"]["path"] = "sha256:" + digest([Path(path)])
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
