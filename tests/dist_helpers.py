@@ -129,3 +129,27 @@ def torchrun(args: Sequence[str], cwd: Path, env: dict[str, str], bound_s: float
     finally:
         _kill_group(proc.pid)  # ranks the launcher left behind, if any
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def gather_from_children(target: Any, args: tuple, n: int, timeout_s: float = 120.0) -> list[Any]:
+    """Start ``n`` spawned processes ``target(*args, barrier, queue)`` (not forked: a forked child
+    can inherit locks of the parent's threads), return the ``n`` values they put on the queue, and
+    join them; every child is killed on any failure or timeout (hang guards, not speed checks)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, out)) for _ in range(n)]
+    try:
+        for p in procs:
+            p.start()
+        got = [out.get(timeout=timeout_s) for _ in range(n)]
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0, p.exitcode
+        return got
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(timeout=10)

@@ -2,7 +2,6 @@
 boot-readiness polling, snapshot reset, loopback-only docker ports; real emulator / Docker when present."""
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import stat
 import subprocess
@@ -215,22 +214,10 @@ def _claim_in_child(state_dir: str, barrier: Any, out: Any) -> None:
 
 
 def test_port_allocation_across_processes_never_collides(tmp_path):
-    ctx = mp.get_context("spawn")  # not fork: a forked child can inherit locks of the parent's threads
+    from dist_helpers import gather_from_children
+
     n = 6
-    barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_claim_in_child, args=(str(tmp_path / "ports"), barrier, out)) for _ in range(n)]
-    try:
-        for p in procs:
-            p.start()
-        got = sorted(out.get(timeout=120) for _ in range(n))  # hang guards, not speed checks
-        for p in procs:
-            p.join(timeout=60)
-            assert p.exitcode == 0
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join(timeout=10)
+    got = sorted(gather_from_children(_claim_in_child, (str(tmp_path / "ports"),), n))
     assert got == [5554 + 2 * i for i in range(n)]  # distinct, even, densest packing
 
 

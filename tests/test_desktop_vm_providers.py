@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import multiprocessing as mp
 import os
 import shutil
 import signal
@@ -151,28 +150,16 @@ def test_port_allocator_busy_list_is_respected(tmp_path):
     assert got["server"] >= start + 2
 
 
-def _alloc_in_child(state_dir, start, q, barrier):
+def _alloc_in_child(state_dir, start, barrier, q):
     q.put(dk.PortAllocator(state_dir).allocate({"server": start}, owner=str(os.getpid()))["server"])
     barrier.wait(timeout=120)  # stay alive until every child allocated (a dead owner's claim is dropped)
 
 
 def test_port_lock_across_processes(tmp_path):
+    from dist_helpers import gather_from_children
+
     start = free_port()
-    ctx = mp.get_context("spawn")  # not fork: a forked child can inherit locks of the parent's threads
-    q, barrier = ctx.Queue(), ctx.Barrier(3)
-    procs = [ctx.Process(target=_alloc_in_child, args=(str(tmp_path), start, q, barrier)) for _ in range(3)]
-    try:
-        for p in procs:
-            p.start()
-        ports = [q.get(timeout=120) for _ in procs]  # hang guards, not speed checks
-        for p in procs:
-            p.join(timeout=60)
-            assert p.exitcode == 0
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join(timeout=10)
+    ports = gather_from_children(_alloc_in_child, (str(tmp_path), start), 3)
     assert len(set(ports)) == 3
     # the children are dead now: their claims are stale and dropped at the next allocation
     assert dk.PortAllocator(tmp_path).allocate({"server": start})["server"] == min(ports)
