@@ -23,7 +23,9 @@ def main() -> int:
                                           f"{self.cfg.run.name}-{self.start_iteration}.safetensors"))
 
     loop.Trainer.build = build  # SFTTrainer.build calls it through super()
-    return loop.main(sys.argv[1:])
+    from guigym.train.main import main
+
+    return main(sys.argv[1:])
 
 
 if __name__ == "__main__":
