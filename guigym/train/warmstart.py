@@ -162,7 +162,8 @@ def ship(spec: str, run_dir: Path, note: str = "") -> Path:
     for f in sorted(model.iterdir()):
         if f.is_file():
             shutil.copy2(f, dest / "model" / f.name)
-    shutil.copy2(run_dir / "demos.jsonl", dest / "demos.jsonl")
+    d = cfg.sft.demos  # an SFT stage reading an earlier stage's file has no collection of its own
+    shutil.copy2(Path(d.path) if d.source == "demos_file" else run_dir / "demos.jsonl", dest / "demos.jsonl")
     metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     evals = {k: json.loads((run_dir / f"eval_{k}.json").read_text())
              for k in ("before", "after") if (run_dir / f"eval_{k}.json").is_file()}
@@ -172,7 +173,8 @@ def ship(spec: str, run_dir: Path, note: str = "") -> Path:
                                                                 "time/iteration_s") if k in m} for m in metrics],
         "eval": evals, "note": note,
         "sha256": {"tokenizer.json": digest([dest / "model" / "tokenizer.json"]),
-                   "init_weights": digest(sorted((run_dir / "init_model").glob("*.safetensors"))),
+                   "init_weights": digest(sorted((run_dir / "init_model").glob("*.safetensors")))
+                   if (run_dir / "init_model").is_dir() else f"warm start {cfg.model.warm_start}",
                    "weights": digest(sorted((dest / "model").glob("*.safetensors"))),
                    "demos.jsonl": digest([dest / "demos.jsonl"])},
     }
