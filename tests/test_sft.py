@@ -137,12 +137,11 @@ def test_nll_counts_reply_tokens_only(tmp_path, demo_jsonl):
                 ids = torch.tensor([s.input_ids])
                 logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0].float()
                 logp_full = torch.log_softmax(logits, -1)
-                seg = s.segments[0]
-                cons = cons_of(seg.candidates)
                 for j in range(1, len(s.input_ids)):
                     tok = s.input_ids[j]
-                    if seg.start <= j < seg.end:
-                        allowed = cons.allowed(s.input_ids[seg.start:j])
+                    seg = next((g for g in s.segments if g.start <= j < g.end), None)  # a reply span
+                    if seg is not None:
+                        allowed = cons_of(seg.candidates).allowed(s.input_ids[seg.start:j])
                         lp = torch.log_softmax(logits[j - 1, allowed], -1)[allowed.index(tok)]
                         reply_nll -= float(lp)
                         n_reply += 1

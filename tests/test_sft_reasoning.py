@@ -17,7 +17,6 @@ from guigym.core.dialect import parse_action  # noqa: E402
 from guigym.core.errors import ActionParseError, ConfigError  # noqa: E402
 from guigym.train.annotator_stub import AnnotatorStub, stub_reasoning  # noqa: E402
 from guigym.train.config import from_dict  # noqa: E402
-from guigym.train.demos import DemoFile  # noqa: E402
 from sft_helpers import hand_demos  # noqa: E402
 
 TOKEN_ENV = "GUIGYM_TEST_ANNOTATOR_TOKEN"
@@ -90,10 +89,9 @@ def test_reasoning_reaches_the_reply_tokens_and_the_cache_prevents_repeat_calls(
             assert len(stub.calls) == 3
         finally:
             t2.close()
-        # one more demonstration: only its step is asked
-        hand_demos(tmp_path / "more" / "demos.jsonl", 4)
-        more = DemoFile(tmp_path / "more" / "demos.jsonl")
-        t3 = SFTTrainer(from_dict(_cfg(run, more.path, stub.url)), resume=True, log=lambda m: None)
+        # one more demonstration in the same file (a resume must keep its recipe): only its step is asked
+        demos.append(hand_demos(tmp_path / "four" / "demos.jsonl", 4).read()[-1])
+        t3 = SFTTrainer(from_dict(_cfg(run, demos.path, stub.url)), resume=True, log=lambda m: None)
         try:
             t3.build()
             assert len(stub.calls) == 4 and '"No"' in stub.calls[-1][0]  # the 4th page asks for "No"

@@ -159,10 +159,10 @@ class SFTTrainer(Trainer):
         from guigym.train.demos import with_variants
 
         template = _load_template(self.cfg.rollout.template or DEFAULT_TEMPLATE).template
+        replies = self.replies()  # (checks the annotator's token before anything is read)
         self.demos()
         demos = with_variants(self._solved, instruction_variants) if self.cfg.sft.demos.instruction_variants \
             else self._solved  # the same text whichever way the variants are trained
-        replies = self.replies()
         return tokenizer_texts(demos, template) + (list(replies.values()) if replies else [])
 
     # ---- construction --------------------------------------------------------------------------
