@@ -1,14 +1,5 @@
-"""Action dialects: text an agent writes <-> typed :mod:`guigym.core.actions`.
-
-The canonical dialect prints one call per line with keyword arguments, in field order,
-omitting fields that hold their default::
-
-    click(x=12, y=40)        click(element="17")        type(text="hi")
-    hotkey(keys=["ctrl", "c"])    scroll(dy=120)        done(answer="42")
-
-Parsing uses :mod:`ast` on a single expression and :func:`ast.literal_eval` on each argument, so
-agent text is never executed: only a call of a known verb with literal arguments is accepted.
-Positional arguments fill fields in order (``click(12, 40)``).
+"""Action dialects: text an agent writes <-> typed :mod:`guigym.core.actions` (the canonical
+format and how parsing stays safe: :mod:`guigym.core.dialect_base`).
 
 This module is the look-up above the dialects: :func:`get_dialect` loads the benchmark dialects
 (:mod:`guigym.core.dialects`) on the first name it does not know. The registry, the protocol and
