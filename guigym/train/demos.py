@@ -123,6 +123,13 @@ class DemoFile:
         return np.asarray(Image.open(self.image_dir / name).convert("RGB"))
 
 
+def reply_ids(tokenizer: Any, action_text: str) -> list[int]:
+    """The token ids a constrained rollout produces for the reply ``action_text``: its candidate
+    tokenisation (no special tokens, as the candidate trie tokenises) plus the end token."""
+    return [int(t) for t in tokenizer(action_text, add_special_tokens=False)["input_ids"]] + \
+        [int(tokenizer.eos_token_id)]
+
+
 def _step_of(obs: dict[str, Any], action_text: str, keep_image: Optional[Callable[[np.ndarray], str]]) -> DemoStep:
     shot = obs.get("screenshot")
     screen = tuple(int(v) for v in np.asarray(shot).shape[:2]) if shot is not None else None
@@ -290,7 +297,6 @@ def render(demos: Sequence[Demo], builder: Any, run_id: str, *, demo_file: Optio
     a candidate, and steps whose reply is not the bare action under constrained decoding are
     dropped (``Rendered.dropped`` counts them by reason)."""
     tok = builder.policy.tokenizer
-    eos = int(tok.eos_token_id)
     out = Rendered()
 
     def drop(reason: str) -> None:
@@ -310,7 +316,7 @@ def render(demos: Sequence[Demo], builder: Any, run_id: str, *, demo_file: Optio
             if p.candidates is not None and (st.action_text not in p.candidates or text != st.action_text):
                 ok = False
                 break
-            response = [int(t) for t in tok(text, add_special_tokens=False)["input_ids"]] + [eos]
+            response = reply_ids(tok, text)
             ep.add_response(response, text)
             refs = [put_image(im) for im in p.images] if (put_image is not None and p.images) else []
             info: dict[str, Any] = {"demo": d.source}
@@ -376,7 +382,6 @@ def packed_samples(demos: Sequence[Demo], builder: Any,
     from guigym.train.samples import Sample, Segment
 
     tok = builder.policy.tokenizer
-    eos = int(tok.eos_token_id)
     prefix, suffix = builder.turn_frame(0)
     turn = Template(turn_template)
     out: list[Any] = []
@@ -406,7 +411,7 @@ def packed_samples(demos: Sequence[Demo], builder: Any,
                 asked.add(question)
                 ids += list(builder.policy.encode(prefix + turn.safe_substitute(instruction=question) + suffix)
                             .prompt_ids)
-            reply = [int(t) for t in tok(action, add_special_tokens=False)["input_ids"]] + [eos]
+            reply = reply_ids(tok, action)
             segments.append(Segment(len(ids), len(ids) + len(reply), p.candidates))
             ids += reply
         mask = [0] * len(ids)

@@ -55,8 +55,8 @@ def record_pages(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str], 
 def expected_success(policy: Any, builder: Any, pages: Sequence[Page]) -> list[float]:
     """Per page, the probability that ``policy`` (an HFPolicy, constrained as ``builder`` says)
     clicks a correct element: a list aligned with ``pages``."""
-    tok = policy.tokenizer
-    eos = int(tok.eos_token_id)
+    from guigym.train.demos import reply_ids
+
     out = []
     for page in pages:
         p = builder.episode(page.instruction).prompt(page.obs)
@@ -64,7 +64,7 @@ def expected_success(policy: Any, builder: Any, pages: Sequence[Page]) -> list[f
         for c in page.correct:
             if p.candidates is not None and c not in p.candidates:
                 continue
-            reply = [int(t) for t in tok(c, add_special_tokens=False)["input_ids"]] + [eos]
+            reply = reply_ids(policy.tokenizer, c)
             mass += math.exp(sum(policy.logprobs_of(p.prompt_ids, reply, candidates=p.candidates)))
         out.append(mass)
     return out
