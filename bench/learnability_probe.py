@@ -5,8 +5,8 @@
 The learning proof (``recipes/grpo_miniwob_instruct.yaml``) asks a freshly built tiny Qwen2.5-VL
 to pick, from the a11y lines of a page, the element the instruction names. This probe measures
 how fast that model can learn the mapping at all, without Chromium, on fresh synthetic pages
-drawn like MiniWoB's click-button and click-widget generators (6 slots of lorem text / textbox
-/ button with one of click-button's 8 labels in two capitalisations, words read from the miniwob
+drawn like MiniWoB's click-button, unicode-test and click-widget generators (6 slots of lorem text / textbox
+/ button with one of the task's labels, capitalised half the time, words read from the miniwob
 package; 5 widgets of random kinds), rendered with the
 recipe's template, the real chat template and the real tokenizer, and scored as the recipe scores
 them (one click on a candidate element id):
@@ -32,48 +32,64 @@ import time
 import torch
 import torch.nn.functional as F
 
+#: (compact a11y lines, instruction, candidate ids, correct ids, the page's label-blind ceiling: the
+#: best success of one instruction-blind click under the generator's own instruction distribution,
+#: as ``guigym.agents.oracle.miniwob.label_blind_best`` computes it for real pages)
+Page = tuple[str, str, list[str], set[str], float]
 WIDGETS = ["button", "checkbox", "radio", "text", "textarea"]
 TEMPLATE = "Elements on screen:\n{a11y}\nTask: {instruction}"
 REPLY_PREFIX = 'click(element="'
 
 
-def miniwob_words() -> tuple[list[str], list[str]]:
-    """(click-button's 8 labels, MiniWoB's lorem words), read from the installed miniwob package's
-    own scripts so the probe's pages use the task's vocabulary."""
+def miniwob_words(task: str = "click-button") -> tuple[list[str], list[str]]:
+    """(the task's button labels, MiniWoB's lorem words), read from the installed miniwob
+    package's own scripts so the probe's pages use the task's vocabulary."""
     from guigym.envs.web.miniwob import miniwob_html_dir
 
     html = miniwob_html_dir()
-    page = (html / "miniwob" / "click-button.html").read_text(encoding="utf-8")
+    page = (html / "miniwob" / f"{task if task != 'click-widget' else 'click-button'}.html").read_text(encoding="utf-8")
     labels = re.findall(r"'([^']+)'", re.search(r"var buttons = \[(.*?)\];", page).group(1))
     utils = (html / "common" / "ui_utils.js").read_text(encoding="utf-8")
     lorem = re.findall(r'"([^"]+)"', re.search(r"lorem_words = \[(.*?)\];", utils, re.S).group(1))
     return labels, lorem
 
 
-def click_button_page(rng: random.Random, labels: list[str], lorem: list[str]) -> tuple[str, str, list[str], set[str]]:
+def _button_task_page(rng: random.Random, labels: list[str], lorem: list[str]) -> Page:
+    """One page as MiniWoB's click-button / unicode-test ``genProblem`` draws it, in the compact
+    a11y lines the recipe's prompt shows: 6 slots, each lorem text (u < 0.33: a ``generic`` node of
+    3 lorem words), a textbox (u < 0.66; half of them after a ``generic`` "w1 w2 w3:" label
+    node), or a button with a random label, capitalised half the time; the last slot is forced to
+    a button when none was made. Node ids run over every node (so 6-12 lines, ids >= 10 occur).
+    The target is a uniformly drawn button's text; every button with that text is correct."""
     lines, cands, buttons = [], [], []
-    for nid in range(1, 7):
+
+    def node(text: str) -> str:
+        lines.append(f"[{len(lines) + 1}] {text}")
+        return str(len(lines))
+
+    for slot in range(6):
         u = rng.random()
-        if u < 0.33:
-            lines.append(f'[{nid}] generic "' + " ".join(rng.sample(lorem, 3)) + '"')
-        elif u < 0.5:
-            lines.append(f"[{nid}] textbox value=")
-            cands.append(str(nid))
+        forced = slot == 5 and not buttons
+        if u < 0.33 and not forced:
+            node('generic "' + " ".join(rng.choice(lorem) for _ in range(3)) + '"')
+        elif u < 0.66 and not forced:
+            if rng.random() < 0.5:
+                node('generic "' + " ".join(rng.choice(lorem) for _ in range(3)) + ':"')
+            cands.append(node("textbox value="))
         else:
             label = rng.choice(labels)
-            label = label.capitalize() if rng.random() < 0.5 else label
-            lines.append(f'[{nid}] button "{label}"')
-            cands.append(str(nid))
-            buttons.append((str(nid), label))
-    if not buttons:  # the task always has a button
-        lines.append(f'[7] button "{labels[0]}"')
-        cands.append("7")
-        buttons.append(("7", labels[0]))
+            label = label[:1].upper() + label[1:] if rng.random() < 0.5 else label
+            nid = node(f'button "{label}"')
+            cands.append(nid)
+            buttons.append((nid, label))
     target = rng.choice(buttons)[1]
-    return "\n".join(lines), f'Click on the "{target}" button.', cands, {i for i, lab in buttons if lab == target}
+    labels_here = [lab for _, lab in buttons]
+    blind = max(labels_here.count(x) for x in labels_here) / len(labels_here)
+    return ("\n".join(lines), f'Click on the "{target}" button.', cands, {i for i, lab in buttons if lab == target},
+            blind)
 
 
-def click_widget_page(rng: random.Random, labels: list[str], lorem: list[str]) -> tuple[str, str, list[str], set[str]]:
+def click_widget_page(rng: random.Random, labels: list[str], lorem: list[str]) -> Page:
     del labels, lorem
     lines, present, nid = [], [], 1
     for _ in range(5):
@@ -90,12 +106,14 @@ def click_widget_page(rng: random.Random, labels: list[str], lorem: list[str]) -
         present.append((str(nid), kind))
         nid += 1
     target = rng.choice(present)[1]
-    same = {"text", "textarea"} if target in ("text", "textarea") else {target}
+    # the page rewards only the asked data-type: a "text" input does not answer "textarea", though
+    # the prompt shows both as a textbox, so the best reachable success is below 1
+    kinds = [k for _, k in present]
     return ("\n".join(lines), f'Click on a "{target}" widget.', [i for i, _ in present],
-            {i for i, k in present if k in same})
+            {i for i, k in present if k == target}, max(kinds.count(k) for k in kinds) / len(kinds))
 
 
-TASKS = {"click-button": click_button_page, "click-widget": click_widget_page}
+TASKS = {"click-button": _button_task_page, "unicode-test": _button_task_page, "click-widget": click_widget_page}
 
 
 def main() -> None:
@@ -109,25 +127,38 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--eval-every", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tasks", default="click-button,unicode-test,click-widget")
+    ap.add_argument("--tokenizer", default=None, help="a model directory whose tokenizer to use (e.g. the shipped "
+                                                      "warm start's word-level BPE); default: tiny's built-in one")
     args = ap.parse_args()
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown:
+        ap.error(f"--tasks: unknown {unknown}; known: {sorted(TASKS)}")
 
     from transformers import Qwen2_5_VLForConditionalGeneration
     from guigym.models import tiny
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    tok = tiny.build_tokenizer()
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(args.tokenizer)
+    else:
+        tok = tiny.build_tokenizer()
     model = Qwen2_5_VLForConditionalGeneration(tiny.tiny_config(hidden=args.hidden, layers=args.layers, tokenizer=tok))
-    labels, lorem = miniwob_words()
+    words = {t: miniwob_words(t) for t in tasks}
 
     def encode(task: str, rng: random.Random) -> tuple[str, list[int], list[int], list[bool]]:
-        a11y, instruction, cands, correct = TASKS[task](rng, labels, lorem)
+        page = TASKS[task](rng, *words[task])
+        a11y, instruction, cands, correct, blind = page
         ids = tok.apply_chat_template([{"role": "user", "content": TEMPLATE.format(a11y=a11y, instruction=instruction)}],
                                       add_generation_prompt=True, tokenize=True)
         ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids) + tok(REPLY_PREFIX)["input_ids"]
         cand_tokens = [tok(c)["input_ids"] for c in cands]
         assert all(len(t) == 1 for t in cand_tokens), "ids must be one token each"
-        return task, ids, [t[0] for t in cand_tokens], [c in correct for c in cands]
+        return task, ids, [t[0] for t in cand_tokens], [c in correct for c in cands], blind
 
     def candidate_logprobs(batch: list) -> list[torch.Tensor]:
         """(K_i,) log-probs over each page's candidate id tokens at the reply position."""
@@ -141,19 +172,20 @@ def main() -> None:
         return [F.log_softmax(last[i, b[2]], -1) for i, b in enumerate(batch)]
 
     held_rng = random.Random(10_000 + args.seed)
-    held_out = [encode(t, held_rng) for t in TASKS for _ in range(300)]
-    chance = {t: sum(sum(b[3]) / len(b[3]) for b in held_out if b[0] == t) / 300 for t in TASKS}
+    held_out = [encode(t, held_rng) for t in tasks for _ in range(300)]
+    chance = {t: sum(sum(b[3]) / len(b[3]) for b in held_out if b[0] == t) / 300 for t in tasks}
+    blind = {t: sum(b[4] for b in held_out if b[0] == t) / 300 for t in tasks}
     t0 = time.time()
 
     def evaluate(step: int) -> None:
         model.eval()
-        mass: dict[str, float] = {t: 0.0 for t in TASKS}
+        mass: dict[str, float] = {t: 0.0 for t in tasks}
         with torch.no_grad():
             for i in range(0, len(held_out), 50):
                 chunk = held_out[i:i + 50]
                 for b, lp in zip(chunk, candidate_logprobs(chunk)):
                     mass[b[0]] += float(lp.exp()[torch.tensor(b[3])].sum()) / 300
-        per = "  ".join(f"{t} {mass[t]:.3f} (chance {chance[t]:.3f})" for t in TASKS)
+        per = "  ".join(f"{t} {mass[t]:.3f} (chance {chance[t]:.3f}, label-blind {blind[t]:.3f})" for t in tasks)
         print(f"step {step:5d}  examples {step * args.batch * (args.group if args.mode == 'grpo' else 1):7d}  "
               f"{per}  [{time.time() - t0:.0f} s]", flush=True)
         model.train()
@@ -162,7 +194,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     evaluate(0)
     for step in range(1, args.steps + 1):
-        batch = [encode(rng.choice(list(TASKS)), rng) for _ in range(args.batch)]
+        batch = [encode(rng.choice(tasks), rng) for _ in range(args.batch)]
         lps = candidate_logprobs(batch)
         if args.mode == "sl":
             loss = -torch.stack([torch.logsumexp(lp[torch.tensor(b[3])], 0) for b, lp in zip(batch, lps)]).mean()
