@@ -68,3 +68,33 @@ def expected_success(policy: Any, builder: Any, pages: Sequence[Page]) -> list[f
             mass += math.exp(sum(policy.logprobs_of(p.prompt_ids, reply, candidates=p.candidates)))
         out.append(mass)
     return out
+
+
+def rewarded_mass_change(trajectories: Sequence[Any], before: Any, after: Any) -> list[float]:
+    """Did the update move the policy toward what the env rewarded, on the pages it trained on?
+
+    For each GRPO group of one-step trajectories (same page, ``group_id``) whose rewards differ
+    (the groups that carry a gradient), the probability mass ``after`` minus ``before`` put on
+    the set of responses that succeeded in that group, from the recorded prompt ids, response
+    ids and constraint candidates (the exact tokens the rollout sampled and the learner trained
+    on). A list with one entry per informative group; a correct GRPO update makes most entries
+    positive. This is a training-page figure (what the learner was shown), not a held-out one:
+    :func:`expected_success` on held-out pages measures generalisation."""
+    from collections import defaultdict
+
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for t in trajectories:
+        if len(t.steps) == 1:
+            groups[t.group_id].append(t)
+    out = []
+    for items in groups.values():
+        if len({t.reward for t in items}) < 2:
+            continue  # zero advantage: no gradient from this group
+        step = items[0].steps[0]
+        won = {tuple(t.steps[0].response_ids) for t in items if t.reward == max(x.reward for x in items)}
+
+        def mass(policy: Any) -> float:
+            return sum(math.exp(sum(policy.logprobs_of(step.prompt_ids, list(r), candidates=step.candidates)))
+                       for r in won)
+        out.append(mass(after) - mass(before))
+    return out
