@@ -2,7 +2,7 @@
 label-blind ceiling (issue 32: the warm start's and the learning proof's per-task figures).
 
     python3 bench/exact_success.py MODEL_DIR [MODEL_DIR ...] [--recipe recipes/grpo_miniwob_instruct.yaml]
-                                   [--start 1000000 --count 50]
+                                   [--start 1000000 --count 50] [--plan]
 
 Pages: real MiniWoB pages in Chromium on the held-out seeds (the recipe's env and tasks).
 For each model: the probability mass its constrained policy puts on a correct click, averaged
@@ -22,6 +22,9 @@ def main() -> None:
     ap.add_argument("--recipe", default=str(Path(__file__).resolve().parents[1] / "recipes" / "grpo_miniwob_instruct.yaml"))
     ap.add_argument("--start", type=int, default=1_000_000)
     ap.add_argument("--count", type=int, default=50)
+    ap.add_argument("--plan", action="store_true",
+                    help="also score each model with BEPA's oracle plan appended to the instruction (the text "
+                         "BEPA's plan conditioning adds) and print the paired change with a 95%% interval")
     args = ap.parse_args()
 
     from _machine import machine  # bench/ is on sys.path when run as a script
@@ -29,7 +32,7 @@ def main() -> None:
     from guigym.agents.oracle.miniwob import instruction_variants, label_blind_best
     from guigym.models.hf_policy import HFPolicy
     from guigym.train.config import load_recipe
-    from guigym.train.exact_eval import expected_success, record_pages
+    from guigym.train.exact_eval import expected_success, oracle_plan, record_pages
     from guigym.train.rollout.prompts import PromptBuilder
 
     print(machine())
@@ -58,6 +61,15 @@ def main() -> None:
         for t in tasks:
             v = [x for x, p in zip(s, pages) if p.task_id == t]
             rows[t][m] = sum(v) / len(v)
+        if args.plan:  # the same pages with the plan in the prompt, paired page by page
+            sp = expected_success(policy, builder, pages, guidance=oracle_plan)
+            for t in tasks + ["pooled"]:
+                d = [b - a for a, b, p in zip(s, sp, pages) if t in ("pooled", p.task_id)]
+                mean = sum(d) / len(d)
+                sd = (sum((x - mean) ** 2 for x in d) / max(1, len(d) - 1)) ** 0.5
+                half = 1.96 * sd / len(d) ** 0.5
+                print(f"{m} + plan  {t:13s} {sum(x for x, p in zip(sp, pages) if t in ('pooled', p.task_id)) / len(d):.3f}"
+                      f"  change {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]")
         print(f"{m}: pooled {sum(s) / len(s):.3f} [{time.time() - t1:.0f} s]")
     cols = ["chance", "label-blind"] + args.models
     print("task          " + "  ".join(f"{Path(c).parent.name + '/' + Path(c).name if '/' in c else c:>24s}" for c in cols))

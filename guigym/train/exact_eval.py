@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 
 @dataclass
@@ -52,14 +52,31 @@ def record_pages(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str], 
     return pages
 
 
-def expected_success(policy: Any, builder: Any, pages: Sequence[Page]) -> list[float]:
+def oracle_plan(page: Page) -> str:
+    """BEPA's abstracted expert plan (``bepa_plans.abstract_plan``) of the page's first correct
+    click, e.g. ``"Plan:\n1. click the button 'Okay'"``: the text BEPA's plan conditioning
+    appends to the instruction (``PromptBuilder.episode(..., guidance=)``)."""
+    import dataclasses
+
+    from guigym.core.dialect import parse_action
+    from guigym.train.algorithms.bepa_plans import abstract_plan
+
+    if not page.correct:
+        return ""
+    typed = parse_action(page.correct[0])
+    return abstract_plan([({"name": typed.name, **dataclasses.asdict(typed)}, str(page.obs.get("a11y", "")))])
+
+
+def expected_success(policy: Any, builder: Any, pages: Sequence[Page],
+                     guidance: Optional[Callable[[Page], str]] = None) -> list[float]:
     """Per page, the probability that ``policy`` (an HFPolicy, constrained as ``builder`` says)
-    clicks a correct element: a list aligned with ``pages``."""
+    clicks a correct element: a list aligned with ``pages``. ``guidance(page)``: conditioner text
+    for the episode (e.g. :func:`oracle_plan`), as BEPA / UI-Mem rollouts add it."""
     from guigym.train.demos import reply_ids
 
     out = []
     for page in pages:
-        p = builder.episode(page.instruction).prompt(page.obs)
+        p = builder.episode(page.instruction, guidance=guidance(page) if guidance else "").prompt(page.obs)
         mass = 0.0
         for c in page.correct:
             if p.candidates is not None and c not in p.candidates:
