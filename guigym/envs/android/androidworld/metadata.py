@@ -54,6 +54,11 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
 }
 
 
+def published(name: str) -> "tuple[str, int] | None":
+    """AndroidWorld's published (difficulty, optimal_steps) of task ``name``; None when unknown."""
+    return _PUBLISHED.get(name)
+
+
 @dataclass(frozen=True)
 class TaskMetadata:
     """One reporting row. ``max_steps`` is ``int(10 * complexity)`` (None for rows read from
