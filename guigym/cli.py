@@ -342,7 +342,8 @@ _DELEGATED = {
     ("osworld",): ("guigym.envs.desktop.cache", "main"),
 }
 #: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
-_CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check"}
+_CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check",
+             "AndroidWorld-v0": "guigym.envs.android.check"}
 
 
 def _checker(argv: list[str]) -> tuple[str, list[str]]:

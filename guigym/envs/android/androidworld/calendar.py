@@ -143,3 +143,6 @@ class SimpleCalendarLocationOfEvent(_Calendar):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return 1.0 if V.answer_matches(answer, self.params["location"]) else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        return self.params["location"]  # an answer task: the end state is the answer

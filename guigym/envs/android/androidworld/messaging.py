@@ -43,6 +43,10 @@ class ContactsAddContact(AndroidWorldTask):
         want = (self.params["name"], V.digits(self.params["number"]))
         return 1.0 if want in V.list_contacts(device) else 0.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.add_contact(device, self.params["name"], self.params["number"])  # the rows the Contacts app writes
+        return None
+
     def tear_down(self, device: AndroidDevice) -> None:
         V.clear_contacts(device)
         super().tear_down(device)
@@ -72,6 +76,14 @@ class _SmsSend(AndroidWorldTask):
                               V.device_time_ms(device))
         in_app = V.foreground_package(device) == SMS_PACKAGE
         return 1.0 if sent and in_app else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        """The sent row Simple SMS Messenger leaves (type 2, now), with the app in front."""
+        device.launch_app(SMS_PACKAGE)
+        V.device_sql(device, V.SMS_DB, "INSERT INTO sms (address, body, date, type, read) VALUES ("
+                     f"{V.sql_literal(self.params['number'])}, {V.sql_literal(self.params['message'])}, "
+                     f"{V.device_time_ms(device)}, 2, 1);")
+        return None
 
     def tear_down(self, device: AndroidDevice) -> None:
         V.clear_sms(device)
