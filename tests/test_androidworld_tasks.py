@@ -336,6 +336,9 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
         wrong = p["number"][:-1] + str((int(p["number"][-1]) + 1) % 10)  # one digit off
         dev.contact_data += [{"raw_contact_id": rid, "mimetype": "vnd.android.cursor.item/name", "data1": p["name"]},
                              {"raw_contact_id": rid, "mimetype": "vnd.android.cursor.item/phone_v2", "data1": wrong}]
+    elif name == "SimpleSmsResend":
+        _sms_solve(dev, t)
+        _sms_solve(dev, t)  # resent twice
     elif name.startswith("SimpleSms"):
         dev.foreground = "com.simplemobiletools.smsmessenger"
         dev.send_sms(p["number"], p["message"], age_s=6 * 60)  # sent, but 6 minutes ago

@@ -4,10 +4,11 @@
 package registers all of them. Validators for settings, content providers, files, app SQLite
 databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
 
-Implemented (47 of AndroidWorld's 116, over 11 apps): System Wi-Fi / Bluetooth / brightness (12,
+Implemented (49 of AndroidWorld's 116, over 11 apps): System Wi-Fi / Bluetooth / brightness (12,
 settings), OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
 TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
-SimpleSmsSendReceivedAddress (Simple SMS Messenger), ExpenseAddSingle / ExpenseAddMultiple /
+SimpleSmsSendReceivedAddress /
+SimpleSmsReplyMostRecent / SimpleSmsResend (Simple SMS Messenger), ExpenseAddSingle / ExpenseAddMultiple /
 ExpenseDeleteSingle / ExpenseDeleteMultiple / ExpenseDeleteDuplicates(2) (Pro Expense),
 RecipeAddSingleRecipe / RecipeAddMultipleRecipes / RecipeAddMultipleRecipesFromMarkor(2) /
 RecipeDeleteSingleRecipe / RecipeDeleteSingleWithRecipeWithNoise / RecipeDeleteMultipleRecipes /

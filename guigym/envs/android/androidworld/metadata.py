@@ -47,6 +47,8 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
     "SimpleCalendarAddOneEvent": ("hard", 17),
     "SimpleCalendarLocationOfEvent": ("easy", 4),
     "SimpleSmsReply": ("easy", 4),
+    "SimpleSmsReplyMostRecent": ("medium", 5),
+    "SimpleSmsResend": ("medium", 6),
     "SimpleSmsSend": ("medium", 6),
     "SimpleSmsSendReceivedAddress": ("medium", 9),
     "SystemBluetoothTurnOff": ("easy", 2),
