@@ -280,6 +280,9 @@ def solve(name: str, dev: FakeDevice, t) -> None:
         for row in p["row_objects"]:
             _insert_row(dev, t, dataclasses.replace(row, **({"note": row.note.upper()} if name.startswith("Expense")
                                                             and row.note else {})))  # fuzzy: case differs
+    elif name.startswith("SimpleCalendarDelete"):
+        for key in t.to_delete:
+            dev.db_exec(t.db_path, "DELETE FROM events WHERE id = ?", (key,))
     elif name.startswith("ExpenseDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "name", row.name)
@@ -361,6 +364,10 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
     elif name == "SimpleCalendarAddOneEvent":
         ev = p["row_objects"][0]
         _insert_row(dev, t, dataclasses.replace(ev, start_ts=ev.start_ts + 3600, end_ts=ev.end_ts + 3600))
+    elif name.startswith("SimpleCalendarDelete"):  # the events asked for, and one more
+        for key in t.to_delete:
+            dev.db_exec(t.db_path, "DELETE FROM events WHERE id = ?", (key,))
+        dev.db_exec(t.db_path, "DELETE FROM events WHERE id = (SELECT MIN(id) FROM events)")
     elif name.startswith("ExpenseDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "name", row.name)

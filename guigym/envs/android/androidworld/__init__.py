@@ -4,7 +4,7 @@
 package registers all of them. Validators for settings, content providers, files, app SQLite
 databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
 
-Implemented (49 of AndroidWorld's 116, over 11 apps): System Wi-Fi / Bluetooth / brightness (12,
+Implemented (52 of AndroidWorld's 116, over 11 apps): System Wi-Fi / Bluetooth / brightness (12,
 settings), OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
 TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
 SimpleSmsSendReceivedAddress /
@@ -15,7 +15,8 @@ RecipeDeleteSingleRecipe / RecipeDeleteSingleWithRecipeWithNoise / RecipeDeleteM
 RecipeDeleteMultipleRecipesWithNoise / RecipeDeleteDuplicateRecipes(2) (Broccoli),
 MarkorCreateNote / MarkorCreateFolder / MarkorDeleteNote / MarkorDeleteAllNotes / MarkorMoveNote /
 MarkorChangeNoteContent / MarkorAddNoteHeader / MarkorMergeNotes, FilesDeleteFile / FilesMoveFile,
-SimpleCalendarAddOneEvent / SimpleCalendarLocationOfEvent (Simple Calendar Pro). Every class
+SimpleCalendarAddOneEvent / SimpleCalendarLocationOfEvent / SimpleCalendarDeleteEvents /
+SimpleCalendarDeleteEventsOnRelativeDay / SimpleCalendarDeleteOneEvent (Simple Calendar Pro). Every class
 writes its ``reference()`` end state for the causation check (:mod:`guigym.envs.android.check`).
 """
 from guigym.envs.android.androidworld import calendar, files, messaging, sqlite_apps, system  # noqa: F401
