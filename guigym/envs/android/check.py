@@ -139,15 +139,17 @@ def standin_device(name: str = "") -> Iterator[AndroidDevice]:
     from guigym.envs.android.standin_apps import AppStandin
 
     stand = AppStandin().start()
+    dev: Optional[Any] = None
     try:
         dev = AdbDevice(stand.serial, connect=True, retry_delay_s=0.0)
         yield dev
     finally:
         stand.stop()
-        try:
-            dev.client.disconnect(stand.serial)  # type: ignore[possibly-undefined]
-        except Exception:  # noqa: BLE001 - never connected, or already gone
-            pass
+        if dev is not None:
+            try:
+                dev.client.disconnect(stand.serial)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
