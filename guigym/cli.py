@@ -119,6 +119,16 @@ def _eval_config(args: argparse.Namespace) -> "EvalConfig":
         task_ids = _task_ids(args.env, args.tasks, args.suite, env_kwargs)
     except ValueError as exc:  # ConfigError, TaskSpecError and malformed KEY=VALUE
         raise _UsageError(str(exc)) from None
+    serials = [x.strip() for x in args.serials.split(",")] if args.serials else []
+    if serials and args.num_envs is not None and args.num_envs != len(serials):
+        raise _UsageError(f"--serials: {len(serials)} device(s) but --num-envs {args.num_envs}; give one serial per env")
+    num_envs = len(serials) if serials else (args.num_envs if args.num_envs is not None else 2)
+    try:
+        from guigym.envs.pool import per_env_kwargs
+
+        per_env_kwargs(env_kwargs, num_envs, serials, "--serials")
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
     for flag, value, low in (("--agent-retries", args.agent_retries, 0), ("--episodes", args.episodes, 1),
                              ("--attempts", args.attempts, 1)):
         if value < low:
@@ -138,7 +148,7 @@ def _eval_config(args: argparse.Namespace) -> "EvalConfig":
         ray_resources = {k: float(v) for k, v in _kv_opts(args.ray_resource, "--ray-resource").items()}  # type: ignore[arg-type]
     except (ValueError, TypeError) as exc:
         raise _UsageError(f"--ray-resource wants KEY=NUMBER: {exc}") from None
-    return EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=args.num_envs,
+    return EvalConfig(env_id=args.env, task_ids=task_ids, out_dir=Path(args.out), num_envs=num_envs, serials=serials,
                       episodes=args.episodes, attempts=args.attempts, seed=args.seed, env_kwargs=env_kwargs,
                       save_screenshots=not args.no_screenshots, backend=args.backend, ray_address=args.ray_address,
                       ray_num_cpus=args.ray_num_cpus, ray_resources=ray_resources, agent=args.agent,
@@ -162,6 +172,8 @@ def _run_eval(args: argparse.Namespace, config: "EvalConfig") -> int:
     summary = summarize(records)
     if len(summary["per_domain"]) > 1:
         Console().print(render_table(summary, "per_domain"))
+    if "per_difficulty" in summary:  # AndroidWorld: SR by easy / medium / hard, as its paper reports
+        Console().print(render_table(summary, "per_difficulty"))
     Console().print(render_table(summary))
     print(f"results: {Path(args.out) / 'results.jsonl'}; report: {Path(args.out) / 'report.html'}")
     keys = config.keys()
@@ -246,7 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--env-opt", action="append", metavar="KEY=VALUE",
                    help="env constructor option, repeatable, JSON values (e.g. for WebArena-v0: "
                         "config_file=tasks.json, 'urls={\"shopping\": \"http://127.0.0.1:7770\"}')")
-    e.add_argument("--num-envs", type=int, default=2, help="envs (worker processes) running in parallel")
+    e.add_argument("--num-envs", type=int, default=None,
+                   help="envs (worker processes) running in parallel (default 2, or one per --serials device)")
+    e.add_argument("--serials", default=None, metavar="S1,S2,...",
+                   help="Android envs: one adb serial (or host:port) per env, comma-separated; env i (and every "
+                        "restart of it) drives device i. Sets --num-envs to their number")
     e.add_argument("--episodes", type=int, default=1, help="seeds per task")
     e.add_argument("--attempts", type=int, default=1, help="attempts per seed (for pass@k)")
     e.add_argument("--seed", type=int, default=0, help="first seed")
@@ -326,7 +342,8 @@ _DELEGATED = {
     ("osworld",): ("guigym.envs.desktop.cache", "main"),
 }
 #: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
-_CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check"}
+_CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check",
+             "AndroidWorld-v0": "guigym.envs.android.check"}
 
 
 def _checker(argv: list[str]) -> tuple[str, list[str]]:
@@ -350,7 +367,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 module, rest = _checker(rest)
             return int(getattr(importlib.import_module(module), func)(rest))
     args = build_parser().parse_args(argv)
-    if getattr(args, "num_envs", 1) < 1:
+    if getattr(args, "num_envs", None) is not None and args.num_envs < 1:
         print("error: --num-envs must be >= 1", file=sys.stderr)
         return 2
     return int(args.func(args))

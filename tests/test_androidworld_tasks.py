@@ -171,6 +171,8 @@ class FakeDevice:
 
     def launch_app(self, name: str) -> None:
         self.launched.append(name)
+        if "." in name:  # a package: it comes to the front, as ``monkey -p`` brings it
+            self.foreground = name
 
     # -- helpers playing "the app" -----------------------------------------------------------------
     def _select(self, path: str, table: str) -> list[dict[str, Any]]:
@@ -264,10 +266,23 @@ def solve(name: str, dev: FakeDevice, t) -> None:
                               "data1": re.sub(r"(\d{3})(\d{3})(\d{4})$", r"(\1) \2-\3", p["number"])}]
     elif name.startswith("SimpleSms"):
         _sms_solve(dev, t)
-    elif name.startswith("ExpenseAdd") or name == "RecipeAddSingleRecipe" or name == "SimpleCalendarAddOneEvent":
+    elif "DeleteDuplicate" in name:  # one of the two copies goes
+        dev.db_exec(t.db_path, f"DELETE FROM {t.table} WHERE {t.key} = (SELECT MAX({t.key}) FROM {t.table})")
+    elif name == "MarkorChangeNoteContent":
+        dev.write(f"{MARKOR}/{p['new_name']}", p["updated_content"].lower())  # fuzzy: case differs
+        dev.shell(["rm", "-f", f"{MARKOR}/{p['original_name']}"])
+    elif name == "MarkorAddNoteHeader":
+        dev.write(f"{MARKOR}/{p['new_name']}", f"{p['header']}\n\n{p['original_content']}\n")
+        dev.shell(["rm", "-f", f"{MARKOR}/{p['original_name']}"])
+    elif name == "MarkorMergeNotes":
+        dev.write(f"{MARKOR}/{p['new_file_name']}", "\n\n".join(p[f"file{i}_content"] for i in (1, 2, 3)))
+    elif name.startswith(("ExpenseAdd", "RecipeAdd")) or name == "SimpleCalendarAddOneEvent":
         for row in p["row_objects"]:
             _insert_row(dev, t, dataclasses.replace(row, **({"note": row.note.upper()} if name.startswith("Expense")
                                                             and row.note else {})))  # fuzzy: case differs
+    elif name.startswith("SimpleCalendarDelete"):
+        for key in t.to_delete:
+            dev.db_exec(t.db_path, "DELETE FROM events WHERE id = ?", (key,))
     elif name.startswith("ExpenseDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "name", row.name)
@@ -324,18 +339,35 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
         wrong = p["number"][:-1] + str((int(p["number"][-1]) + 1) % 10)  # one digit off
         dev.contact_data += [{"raw_contact_id": rid, "mimetype": "vnd.android.cursor.item/name", "data1": p["name"]},
                              {"raw_contact_id": rid, "mimetype": "vnd.android.cursor.item/phone_v2", "data1": wrong}]
+    elif name == "SimpleSmsResend":
+        _sms_solve(dev, t)
+        _sms_solve(dev, t)  # resent twice
     elif name.startswith("SimpleSms"):
         dev.foreground = "com.simplemobiletools.smsmessenger"
         dev.send_sms(p["number"], p["message"], age_s=6 * 60)  # sent, but 6 minutes ago
     elif name.startswith("ExpenseAdd"):
         for row in p["row_objects"]:
             _insert_row(dev, t, dataclasses.replace(row, amount=row.amount + 100))  # $1 off
-    elif name == "RecipeAddSingleRecipe":
+    elif "DeleteDuplicate" in name:  # both copies gone
+        dev.db_exec(t.db_path, f"DELETE FROM {t.table} WHERE {t.key} IN (SELECT {t.key} FROM {t.table} "
+                               f"ORDER BY {t.key} DESC LIMIT 2)")
+    elif name == "MarkorChangeNoteContent":
+        dev.write(f"{MARKOR}/{p['new_name']}", p["updated_content"])  # renamed by copying: the original stays
+    elif name == "MarkorAddNoteHeader":
+        dev.write(f"{MARKOR}/{p['new_name']}", f"{p['header']}\n{p['original_content']}\n")  # no blank line
+        dev.shell(["rm", "-f", f"{MARKOR}/{p['original_name']}"])
+    elif name == "MarkorMergeNotes":
+        dev.write(f"{MARKOR}/{p['new_file_name']}", "\n".join(p[f"file{i}_content"] for i in (1, 2, 3)))  # no blanks
+    elif name.startswith("RecipeAdd"):
         _insert_row(dev, t, p["row_objects"][0])
-        _insert_row(dev, t, p["row_objects"][0])  # added twice
+        _insert_row(dev, t, p["row_objects"][0])  # the first added twice, the others not
     elif name == "SimpleCalendarAddOneEvent":
         ev = p["row_objects"][0]
         _insert_row(dev, t, dataclasses.replace(ev, start_ts=ev.start_ts + 3600, end_ts=ev.end_ts + 3600))
+    elif name.startswith("SimpleCalendarDelete"):  # the events asked for, and one more
+        for key in t.to_delete:
+            dev.db_exec(t.db_path, "DELETE FROM events WHERE id = ?", (key,))
+        dev.db_exec(t.db_path, "DELETE FROM events WHERE id = (SELECT MIN(id) FROM events)")
     elif name.startswith("ExpenseDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "name", row.name)
@@ -583,3 +615,57 @@ def test_settings_tasks_on_a_real_device_when_given():
     finally:
         if old is not None:
             dev.settings_put("system", "screen_brightness", old)
+
+
+# --------------------------------------------------------------------------- the causation check
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_causation_check_on_the_fake(name):
+    """``guigym tasks check``'s verdict per task: no-op 0 (1 for *Verify), the reference end state 1."""
+    from guigym.envs.android.check import check_task
+
+    row = check_task(name, FakeDevice(), seed=4)
+    assert row.status == "ok", row
+    assert row.noop == (1.0 if name in VERIFY else 0.0) and row.reference == 1.0
+
+
+def test_causation_check_catches_a_wrong_reference_a_winning_noop_and_a_missing_reference():
+    from guigym.envs.android.androidworld.base import AndroidWorldTask
+    from guigym.envs.android.androidworld.system import SystemWifiTurnOn
+    from guigym.envs.android.check import check_task, counts
+
+    class WrongReference(SystemWifiTurnOn):
+        def reference(self, device):
+            return None  # leaves wifi off
+
+    class StartsSolved(SystemWifiTurnOn):
+        initial = "on"  # start state is the goal, but the task does not say so
+
+        @classmethod
+        def start_is_goal(cls) -> bool:
+            return False
+
+    class NoReference(AndroidWorldTask):
+        pass
+
+    rows = [check_task("w", FakeDevice(), cls=WrongReference), check_task("s", FakeDevice(), cls=StartsSolved),
+            check_task("n", FakeDevice(), cls=NoReference)]
+    assert [(r.status, r.noop, r.reference) for r in rows] == [
+        ("mismatch", 0.0, 0.0), ("mismatch", 1.0, 1.0), ("unchecked", 0.0, None)]
+    assert rows[0].reason == "reference scored 0 (expected 1)"
+    assert rows[1].reason == "no-op scored 1 (expected 0)"
+    assert counts(rows) == {"ok": 0, "mismatch": 2, "unchecked": 1, "infra": 0, "total": 3}
+
+
+def test_docs_state_the_computed_task_counts():
+    """docs/envs/android.md's AndroidWorld counts are the registry's (and every task has a reference)."""
+    from guigym.envs.android.androidworld.base import AndroidWorldTask
+
+    text = (Path(__file__).parent.parent / "docs" / "envs" / "android.md").read_text()
+    apps = {a for n in ALL for a in TASKS.get(n).app_names}
+    with_reference = [n for n in ALL if TASKS.get(n).reference is not AndroidWorldTask.reference]
+    assert len(with_reference) == len(ALL)
+    assert f"{len(ALL)} of AndroidWorld's 116 task classes" in text
+    assert f"over {len(apps)} apps" in text
+    assert f"`guigym tasks check --env AndroidWorld-v0` checks all {len(with_reference)}" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from guigym.cli import main
 from guigym.eval.runner import append_jsonl, read_jsonl
-from guigym.eval.summary import summarize
+from guigym.eval.summary import episode_ror, summarize
 
 
 def run_cli(*args: str) -> int:
@@ -80,26 +80,38 @@ def test_console_script_is_installed():
 
 
 def test_androidlab_metrics_hand_computed():
-    def rec(key, success, steps, ref=None, subgoals=None, ops=0, changing=0):
+    def rec(key, success, steps, ref=None, subgoals=None, ror=None, ops=0, changing=0):
         return {"key": key, "task_id": key.split("/")[0], "seed": 0, "status": "done", "success": success,
-                "score": float(success), "steps": steps, "reference_steps": ref, "operations": ops,
+                "score": float(success), "steps": steps, "reference_steps": ref, "operations": ops, "ror": ror,
                 "changing_operations": changing, "verifier": {"subgoals": subgoals} if subgoals else {}}
 
     recs = [
-        rec("a/0/0", True, 4, ref=2, subgoals=[True, True], ops=3, changing=3),    # RRR 0.5
-        rec("b/0/0", True, 5, ref=5, subgoals=[True, False, False], ops=5, changing=2),  # RRR 1.0
-        rec("c/0/0", False, 9, ref=3, subgoals=[False, False], ops=9, changing=1),  # failed: no RRR
+        rec("a/0/0", True, 4, ref=2, subgoals=[True, True], ror=1.0),    # RRR 0.5
+        rec("b/0/0", True, 5, ref=5, subgoals=[True, False, False], ror=0.5),  # RRR 1.0
+        rec("c/0/0", False, 9, ref=3, subgoals=[False, False], ror=0.25),  # failed: no RRR
     ]
     s = summarize(recs)["overall"]
     assert abs(s["rrr"] - 0.75) < 1e-12
     assert abs(s["sub_goal_sr"] - (1.0 + 1 / 3 + 0.0) / 3) < 1e-12
-    assert abs(s["ror"] - 6 / 17) < 1e-12
+    assert abs(s["ror"] - 1.75 / 3) < 1e-12  # AndroidLab: the mean of the episodes' ROR
+    # a record from before ``ror`` was recorded: its share of screen-changing operations (2/5)
+    assert abs(summarize([rec("d/0/0", True, 6, ops=5, changing=2)])["overall"]["ror"] - 0.4) < 1e-12
     assert summarize([rec("d/0/0", True, 2)])["overall"]["rrr"] is None
     # AndroidLab-v0's verifier: {key: bool} sub-goals and its own subgoal_score (1 when complete)
     lab = [rec("e/0/0", False, 3), rec("f/0/0", True, 2)]
     lab[0]["verifier"] = {"subgoals": {"1": True, "2": False, "3": False, "4": True}}
     lab[1]["verifier"] = {"subgoals": {"1": False}, "subgoal_score": 1.0}  # complete overrides sub-goals
     assert abs(summarize(lab)["overall"]["sub_goal_sr"] - (0.5 + 1.0) / 2) < 1e-12
+
+
+def test_episode_ror_is_androidlabs_formula():
+    # N steps, unchanged flags u: 1 - sum(u[:N-2]) / (N - 1), worked by hand:
+    # [T, F, T, T]: the first two count (T, F) -> 1 - 1/3; the last two never count
+    assert abs(episode_ror([True, False, True, True]) - 2 / 3) < 1e-12
+    assert abs(episode_ror([True, True, True]) - 0.5) < 1e-12  # only the first counts: 1 - 1/2
+    assert episode_ror([True, True]) == 1.0 and episode_ror([True]) == 1.0  # nothing counts
+    assert episode_ror([None, False, True, False, False]) == 1.0 - 1 / 4  # unknown counts as changed
+    assert episode_ror([]) is None
 
 
 def test_eval_records_screen_changes_for_ror(tmp_path):

@@ -21,7 +21,8 @@ class StepRecord(BaseModel):
     response_logprobs: Optional[list[float]] = None
     policy_version: Optional[int] = None
     latency_s: float = 0.0
-    screen_changed: Optional[bool] = Field(default=None, description="screenshot after != before (AndroidLab ROR)")
+    screen_changed: Optional[bool] = Field(default=None, description="the screenshot after the step differs from the one before "
+                                                                 "(AndroidLab's similarity <= 0.999; ROR)")
 
 
 class EpisodeResult(BaseModel):
@@ -46,3 +47,7 @@ class EpisodeResult(BaseModel):
     reference_steps: Optional[int] = Field(default=None, description="length of the task's reference plan (RRR)")
     operations: int = Field(default=0, description="steps with an action other than done/fail (ROR)")
     changing_operations: int = Field(default=0, description="of those, steps after which the screen changed (ROR)")
+    ror: Optional[float] = Field(default=None, description="AndroidLab's Reasonable Operation Ratio of the episode "
+                                                           "(eval.summary.episode_ror); None without steps")
+    difficulty: Optional[str] = Field(default=None, description="the task's published difficulty (AndroidWorld: "
+                                                               "easy/medium/hard), from the env's reset info")

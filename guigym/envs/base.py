@@ -100,6 +100,11 @@ class GUIEnv(gym.Env):
     def _after_reset(self) -> None:
         """Called once ``reset`` has its observation: background work for the next episode."""
 
+    def _reference_steps(self, task: Task) -> Optional[int]:
+        """Length of the task's reference solution (RRR's numerator): its reference plan's length
+        by default; envs whose benchmark publishes lengths elsewhere override this."""
+        return len(task.reference) if task.reference else None
+
     def _episode_info(self) -> dict[str, Any]:
         """Extra per-step info a platform wants to report (e.g. a11y truncation)."""
         return {}
@@ -208,7 +213,7 @@ class GUIEnv(gym.Env):
         self._last_obs = obs
         info = {
             "task_id": task.id, "domain": task.domain,
-            "reference_steps": len(task.reference) if task.reference else None, "instruction": obs.get("instruction", task.instruction), "seed": episode_seed,
+            "reference_steps": self._reference_steps(task), "instruction": obs.get("instruction", task.instruction), "seed": episode_seed,
             "max_steps": self.max_steps, **self._episode_info(),
         }
         self.timings["reset_s"] = time.perf_counter() - t0

@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait as mp_wait
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 
 @dataclass
@@ -140,6 +140,33 @@ def _worker(env_id: str, env_kwargs: dict[str, Any], conn: Connection) -> None:
         except Exception:  # noqa: BLE001
             pass
     conn.close()
+
+
+def per_env_kwargs(env_kwargs: Optional[dict[str, Any]], num_envs: int, serials: Optional[Sequence[str]] = None,
+                   field: str = "serials") -> dict[str, Any] | list[dict[str, Any]]:
+    """``env_kwargs`` for a pool of ``num_envs``: as they are without ``serials``, else one dict per
+    env with its own device (``serial=serials[i]``, the Android envs' adb provider), so env ``i`` and
+    every restart of it drive ``serials[i]``.
+
+    ``serials`` must have at least ``num_envs`` distinct entries (the first ``num_envs`` are used:
+    an eval with fewer episodes than devices starts fewer envs) and cannot be combined with a
+    ``serial`` in ``env_kwargs``; ConfigError naming ``field`` otherwise.
+    """
+    from guigym.core.errors import ConfigError
+
+    base = dict(env_kwargs or {})
+    if not serials:
+        return base
+    serials = [str(s).strip() for s in serials]
+    if any(not s for s in serials):
+        raise ConfigError(f"{field}: an empty serial in {serials!r}")
+    if len(set(serials)) != len(serials):
+        raise ConfigError(f"{field}: each env needs its own device, got duplicates in {serials!r}")
+    if len(serials) < num_envs:
+        raise ConfigError(f"{field}: {len(serials)} serial(s) for {num_envs} envs; give one device per env")
+    if "serial" in base:
+        raise ConfigError(f"{field}: cannot be combined with a single serial ({base['serial']!r}) in the env options")
+    return [{**base, "serial": s} for s in serials[:num_envs]]
 
 
 class EnvPool:

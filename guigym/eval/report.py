@@ -24,10 +24,10 @@ from PIL import Image
 
 from guigym.core.paths import confine
 from guigym.eval.files import read_jsonl, write_text_atomic
-from guigym.eval.summary import latest_records, summarize
+from guigym.eval.summary import androidlab_columns, latest_records, summarize
 
-CSV_FIELDS = ("key", "task_id", "domain", "seed", "attempt", "status", "success", "score", "steps",
-              "wall_s", "error", "instruction", "trajectory_dir")
+CSV_FIELDS = ("key", "task_id", "domain", "difficulty", "seed", "attempt", "status", "success", "score", "steps",
+              "reference_steps", "ror", "wall_s", "error", "instruction", "trajectory_dir")
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
@@ -126,14 +126,18 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 
 def _stats_table(title: str, label: str, rows: dict[str, dict[str, Any]]) -> str:
-    """One summary table (``label`` column, then episodes, lost, unscorable, SR, score, steps, pass@k)."""
-    columns = (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k")
+    """One summary table (``label`` column, then episodes, lost, unscorable, SR, score, steps, pass@k,
+    and AndroidLab's Sub-Goal SR / RRR / ROR where any row has them)."""
+    lab = androidlab_columns(rows.values())
+    columns = (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k",
+               *(t for _, t, _ in lab))
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = "".join(
         f"<tr><td>{_e(name)}</td><td class=num>{s['episodes']}</td><td class=num>{s['lost']}</td>"
         f"<td class=num>{s.get('unscorable', 0)}</td>"
         f"<td class=num>{_fmt(s['success_rate'], True)}</td><td class=num>{_fmt(s['mean_score'])}</td>"
-        f"<td class=num>{_fmt(s['mean_steps'])}</td><td class=num>{_fmt(s['pass_at_k'], True)}</td></tr>"
+        f"<td class=num>{_fmt(s['mean_steps'])}</td><td class=num>{_fmt(s['pass_at_k'], True)}</td>"
+        + "".join(f'<td class=num data-metric="{k}">{_fmt(s.get(k), pct)}</td>' for k, _, pct in lab) + "</tr>"
         for name, s in rows.items())
     return f"<h2>{_e(title)}</h2><table><tr>{head}</tr>{body}</table>"
 
@@ -227,6 +231,7 @@ def build_report_html(out: Path, records: list[dict[str, Any]], max_episodes: Op
         f"<h1>guigym eval report</h1><p>{_e(out)} &middot; generated {_e(generated)}</p>",
         _stats_table("Overall", "", {"all": summary["overall"]}),
         _stats_table("Per domain", "domain", summary["per_domain"]),
+        _stats_table("Per difficulty", "difficulty", summary["per_difficulty"]) if "per_difficulty" in summary else "",
         _stats_table("Per task", "task", summary["per_task"]),
         shown, _index_table(episodes),
         *(_episode_section(n, out, r, max_image_width) for n, r in enumerate(episodes)),

@@ -35,7 +35,7 @@ from guigym.agents.base import Agent
 from guigym.core.errors import ConfigError
 from guigym.core.paths import check_task_id
 from guigym.core.trajectory import EpisodeResult, StepRecord
-from guigym.envs.pool import EnvPool
+from guigym.envs.pool import EnvPool, per_env_kwargs
 from guigym.eval.files import (  # noqa: F401  (re-exported: imported from here by users and tests)
     append_jsonl, read_jsonl, repair_jsonl, save_png_atomic, write_json_atomic, write_text_atomic,
 )
@@ -74,6 +74,7 @@ class _Running:
     instruction: str = ""
     domain: str = ""
     reference_steps: Optional[int] = None
+    difficulty: Optional[str] = None
     last_obs: Optional[dict[str, Any]] = None
     pending_text: str = ""
     pending_tokens: dict[str, Any] = field(default_factory=dict)  # agent.last_tokens of the pending step
@@ -91,6 +92,9 @@ class EvalConfig:
     attempts: int = 1
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: one device per env (AndroidLab-v0 / AndroidWorld-v0: env i gets ``serial=serials[i]``); not part
+    #: of the identity, so a resume may run on other devices
+    serials: list[str] = field(default_factory=list)
     save_screenshots: bool = True
     max_lost_retries: int = 2
     call_timeout_s: float = 120.0
@@ -145,6 +149,10 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
         check_task_id(task_id, f"task_ids[{i}]")
     if config.backend not in ("process", "ray"):
         raise ConfigError(f"backend: must be 'process' or 'ray', got {config.backend!r}")
+    if config.serials and len(config.serials) != config.num_envs:
+        raise ConfigError(f"serials: {len(config.serials)} device(s) for num_envs={config.num_envs}; "
+                          "give one serial per env")
+    per_env_kwargs(config.env_kwargs, config.num_envs, config.serials, "serials")  # duplicates etc. before any run
     out = Path(config.out_dir)
     check_resume(out, config.identity(), overwrite=config.overwrite)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -166,7 +174,8 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
         return _finalize(out, config)
 
     num_envs = min(config.num_envs, len(pending))
-    pool_kwargs = {**config.env_kwargs, "tasks": config.task_ids, "info_timings": True}
+    pool_kwargs = per_env_kwargs({**config.env_kwargs, "tasks": config.task_ids, "info_timings": True}, num_envs,
+                                 config.serials, "serials")
     pool: EnvPool | RayEnvPool
     if config.backend == "ray":
         from guigym.envs.ray_backend import RayEnvPool
@@ -233,7 +242,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
             status=status, score=score, success=success, steps=len(run.steps), instruction=run.instruction,
             verifier=_jsonable(verifier or {}), error=error, wall_s=time.time() - run.started,
             trajectory_dir=str(run.traj_dir.relative_to(out)), reference_steps=run.reference_steps,
-            **_operation_counts(run.steps),
+            difficulty=run.difficulty, **_operation_counts(run.steps),
         )
         write_json_atomic(run.traj_dir / "episode.json", {
             **result.model_dump(), "steps": [s.model_dump() for s in run.steps]})
@@ -268,6 +277,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
                     run.instruction = info.get("instruction", "")
                     run.domain = domains[run.spec.task_id] = str(info.get("domain", ""))
                     run.reference_steps = info.get("reference_steps")
+                    run.difficulty = info.get("difficulty")
                     run.reset_info = info
                     run.agent.reset(info)
                     act(i, obs)
@@ -275,7 +285,7 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
                 obs, reward, terminated, truncated, info = res.value
                 unscorable = bool(info.get("unscorable"))  # the env's reward 0.0 is only a placeholder then
                 before = (run.last_obs or {}).get("screenshot")
-                changed = None if before is None or "screenshot" not in obs else not np.array_equal(before, obs["screenshot"])
+                changed = None if before is None or "screenshot" not in obs else _screen_changed(before, obs["screenshot"])
                 run.steps.append(StepRecord(
                     index=len(run.steps), action_text=run.pending_text, action=info.get("action"),
                     action_error=info.get("action_error"), reward=None if unscorable else float(reward),
@@ -300,10 +310,27 @@ def run_eval(config: EvalConfig, agent_factory: Callable[[], Agent], progress: b
     return _finalize(out, config)
 
 
-def _operation_counts(steps: list[StepRecord]) -> dict[str, int]:
-    """Operations (steps that are not done/fail) and those after which the screen changed."""
+#: AndroidLab's threshold: consecutive screenshots more similar than this are the same screen
+SAME_SCREEN_SIMILARITY = 0.999
+
+
+def _screen_changed(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether a step changed the screen, as AndroidLab's ROR judges it (screenshot similarity at
+    most 0.999, :func:`~guigym.envs.android.androidlab_checks.screen_similarity`)."""
+    from guigym.envs.android.androidlab_checks import screen_similarity
+
+    return screen_similarity(np.asarray(before), np.asarray(after)) <= SAME_SCREEN_SIMILARITY
+
+
+def _operation_counts(steps: list[StepRecord]) -> dict[str, Any]:
+    """Operations (steps that are not done/fail), those after which the screen changed, and the
+    episode's AndroidLab ROR over all its steps (:func:`~guigym.eval.summary.episode_ror`)."""
+    from guigym.eval.summary import episode_ror
+
     ops = [s for s in steps if not (s.action or "").startswith(("done(", "fail("))]
-    return {"operations": len(ops), "changing_operations": sum(bool(s.screen_changed) for s in ops)}
+    unchanged = [None if s.screen_changed is None else not s.screen_changed for s in steps]
+    return {"operations": len(ops), "changing_operations": sum(bool(s.screen_changed) for s in ops),
+            "ror": episode_ror(unchanged)}
 
 
 def _finalize(out: Path, config: EvalConfig) -> list[dict[str, Any]]:

@@ -11,14 +11,22 @@ carry what they need (otherwise None):
 
 * Sub-Goal SR: mean sub-goal score, from ``verifier["subgoal_score"]`` or ``verifier["subgoals"]``
   (a list of bools or AndroidLab's ``{key: bool}``; see :func:`_subgoal_score`).
-* RRR (Reversed Redundancy Ratio): reference-plan length / agent steps, averaged over
-  successful episodes of tasks with a reference plan (higher = fewer wasted steps).
-* ROR (Reasonable Operation Ratio): share of operations after which the screen changed.
+* RRR (Reversed Redundancy Ratio): reference length / agent steps, averaged over successful
+  episodes of tasks with a reference length (AndroidLab-v0: the human step counts of AndroidLab's
+  ``ground_truth_length.json``; elsewhere the task's reference plan). Higher = fewer wasted steps.
+* ROR (Reasonable Operation Ratio): per episode, ``1 - same / (N - 1)`` over its N steps, where
+  ``same`` counts the steps among the first N - 2 after which the screen stayed the same
+  (AndroidLab's screenshot similarity above 0.999, :func:`episode_ror`); 1 for a one-step episode.
+  Averaged over scored episodes (records from before ``ror`` was recorded fall back to the share
+  of operations that changed the screen).
+
+AndroidWorld's difficulty (easy / medium / hard, its ``task_metadata.json``) groups the records
+that carry one into ``per_difficulty``, as AndroidWorld's paper tables report SR.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional, Sequence
 
 #: statuses of an episode that ran to its end; "unscorable" ones have score and success None
 FINISHED = ("done", "unscorable")
@@ -87,18 +95,41 @@ def _subgoal_score(verifier: dict[str, Any]) -> Any:
     return sum(map(bool, values)) / len(values)
 
 
+def episode_ror(unchanged: Sequence[Optional[bool]]) -> Optional[float]:
+    """AndroidLab's ROR of one episode (Xu et al. 2024, section 3.3; its ``add_metrics``).
+
+    ``unchanged[i]``: the screen after step ``i`` was (near-)identical to the one before it (None:
+    not known, counted as changed). AndroidLab compares consecutive screenshots of the trace
+    without its last one, so of N steps only the first N - 2 can count as no-ops, and divides by
+    N - 1: ``1 - sum(unchanged[:N-2]) / (N - 1)``; 1 for N = 1, None for an episode without steps.
+    """
+    n = len(unchanged)
+    if n == 0:
+        return None
+    if n == 1:
+        return 1.0
+    return 1.0 - sum(bool(u) for u in unchanged[:n - 2]) / (n - 1)
+
+
+def _ror_of(r: dict[str, Any]) -> Optional[float]:
+    """The record's ``ror``, else (older records) its share of screen-changing operations."""
+    if isinstance(r.get("ror"), (int, float)):
+        return float(r["ror"])
+    ops = int(r.get("operations") or 0)
+    return int(r.get("changing_operations") or 0) / ops if ops else None
+
+
 def androidlab_stats(done: list[dict[str, Any]]) -> dict[str, Any]:
     """Sub-Goal SR, RRR and ROR of scored records (see the module docstring); None where unknown."""
     subgoals = [_subgoal_score(r["verifier"]) for r in done if isinstance(r.get("verifier"), dict)]
     subgoals = [g for g in subgoals if g is not None]
     rrr = [r["reference_steps"] / r["steps"] for r in done
            if r.get("success") and r.get("reference_steps") and r.get("steps")]
-    ops = sum(int(r.get("operations", 0)) for r in done)
-    changing = sum(int(r.get("changing_operations", 0)) for r in done)
+    ror = [x for x in map(_ror_of, done) if x is not None]
     return {
         "sub_goal_sr": (sum(subgoals) / len(subgoals)) if subgoals else None,
         "rrr": (sum(rrr) / len(rrr)) if rrr else None,
-        "ror": (changing / ops) if ops else None,
+        "ror": (sum(ror) / len(ror)) if ror else None,
     }
 
 
@@ -111,13 +142,17 @@ def _grouped(episodes: list[dict[str, Any]], field: str, missing: str) -> dict[s
 
 
 def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """``overall``, ``per_domain`` and ``per_task`` statistics of the latest record of each episode."""
+    """``overall``, ``per_domain`` and ``per_task`` statistics of the latest record of each episode,
+    plus ``per_difficulty`` when any record carries a difficulty (AndroidWorld-v0)."""
     episodes = list(latest_records(records).values())
-    return {
+    out = {
         "overall": episode_stats(episodes),
         "per_domain": _grouped(episodes, "domain", "unknown"),
         "per_task": _grouped(episodes, "task_id", "unknown"),
     }
+    if any(r.get("difficulty") for r in episodes):
+        out["per_difficulty"] = _grouped(episodes, "difficulty", "unknown")
+    return out
 
 
 def render_table(summary: dict[str, Any], section: str = "per_task") -> Any:
@@ -129,13 +164,26 @@ def render_table(summary: dict[str, Any], section: str = "per_task") -> Any:
             return "-"
         return f"{100 * v:.1f}%" if pct else f"{v:.2f}"
 
-    label = "domain" if section == "per_domain" else "task"
+    label = {"per_domain": "domain", "per_difficulty": "difficulty"}.get(section, "task")
     table = Table(title=f"guigym eval ({label})")
-    for col in (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k"):
-        table.add_column(col, justify="left" if col == label else "right")
     rows = list(summary.get(section, {}).items()) + [("OVERALL", summary["overall"])]
+    lab = androidlab_columns(s for _, s in rows)
+    for col in (label, "episodes", "lost", "unscorable", "success", "mean score", "mean steps", "pass@k",
+                *(title for _, title, _ in lab)):
+        table.add_column(col, justify="left" if col == label else "right")
     for name, s in rows:
         table.add_row(name, str(s["episodes"]), str(s["lost"]), str(s.get("unscorable", 0)), fmt(s["success_rate"], True),
                       fmt(s["mean_score"]), fmt(s["mean_steps"]), fmt(s["pass_at_k"], True),
+                      *(fmt(s.get(key), pct) for key, _, pct in lab),
                       style="bold" if name == "OVERALL" else None)
     return table
+
+
+#: AndroidLab's metric columns: (summary key, column title, shown as a percentage)
+ANDROIDLAB_COLUMNS = (("sub_goal_sr", "Sub-Goal SR", True), ("rrr", "RRR", True), ("ror", "ROR", True))
+
+
+def androidlab_columns(stats: Iterable[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """The AndroidLab metric columns that have a value in any of ``stats`` (none for a web run)."""
+    stats = list(stats)
+    return [c for c in ANDROIDLAB_COLUMNS if any(s.get(c[0]) is not None for s in stats)]

@@ -125,6 +125,21 @@ class EnvConfig(_Section):
                                    description="seeds episodes are drawn from during training (default 0..99999)")
     call_timeout_s: float = Field(120.0, gt=0, description="EnvPool per-call timeout; a worker that exceeds "
                                                            "it is replaced and its rollout is lost (default 120)")
+    serials: list[str] = Field(default_factory=list,
+                               description="Android envs: one adb serial (or host:port) per env worker, env.num_envs "
+                                           "of them; worker i and every restart of it drive device i, a Ray actor "
+                                           "per device with run.backend ray (default []: env.kwargs as they are)")
+
+    @model_validator(mode="after")
+    def _one_device_per_env(self) -> "EnvConfig":
+        if self.serials:
+            from guigym.envs.pool import per_env_kwargs
+
+            if len(self.serials) != self.num_envs:
+                raise ValueError(f"env.serials: {len(self.serials)} device(s) for env.num_envs {self.num_envs}; "
+                                 "give one serial per env worker")
+            per_env_kwargs(self.kwargs, self.num_envs, self.serials, "env.serials")
+        return self
 
 
 # ---- rollout ----------------------------------------------------------------------------------

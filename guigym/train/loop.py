@@ -370,8 +370,11 @@ class Trainer:
         from guigym.train.rollout.policy_service import HFEngine, HTTPEngine
 
         cfg = self.cfg
-        kwargs = dict(cfg.env.kwargs)
-        kwargs.setdefault("tasks", list(dict.fromkeys(cfg.env.tasks + (cfg.eval.tasks or []))))
+        from guigym.envs.pool import per_env_kwargs
+
+        base = dict(cfg.env.kwargs)
+        base.setdefault("tasks", list(dict.fromkeys(cfg.env.tasks + (cfg.eval.tasks or []))))
+        kwargs = per_env_kwargs(base, cfg.env.num_envs, cfg.env.serials, "env.serials")  # a device per worker
         if cfg.run.backend == "ray":
             from guigym.envs.ray_backend import RayEnvPool
 

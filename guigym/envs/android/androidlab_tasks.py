@@ -143,5 +143,28 @@ def default_task_dir() -> Path | None:
     return Path(value) if value else None
 
 
+#: AndroidLab's human reference lengths (``evaluation/tasks/human_ground_turth/ground_truth_length.json``,
+#: shipped next to the YAMLs): task id -> steps of the human demonstration, RRR's numerator
+GROUND_TRUTH_LENGTHS = Path(__file__).parent / "suite" / "androidlab" / "ground_truth_length.json"
+
+
+def load_ground_truth_lengths(path: Union[str, Path] = GROUND_TRUTH_LENGTHS) -> dict[str, int]:
+    """Task id -> reference (human) step count; TaskSpecError naming the file and the entry when a
+    value is not a positive integer or the file is not a JSON object."""
+    import json
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TaskSpecError(f"{p}: cannot read AndroidLab ground-truth lengths: {exc}") from None
+    if not isinstance(data, dict):
+        raise TaskSpecError(f"{p}: expected a JSON object task_id -> steps, got {type(data).__name__}")
+    for tid, n in data.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise _err(p, tid, "steps", f"must be a positive integer, got {n!r}")
+    return dict(data)
+
+
 def by_id(tasks: Iterable[Task]) -> dict[str, Task]:
     return {t.id: t for t in tasks}

@@ -191,7 +191,7 @@ class AndroidLabEnv(AndroidEnv):
                  task_dir: Union[str, Path, None] = None, judge: Any = None, launch_app: bool = True,
                  **kwargs: Any) -> None:
         from guigym.envs.android.androidlab_checks import CHECKS, JUDGES
-        from guigym.envs.android.androidlab_tasks import default_task_dir, load_dir
+        from guigym.envs.android.androidlab_tasks import default_task_dir, load_dir, load_ground_truth_lengths
 
         suite = load_dir(task_dir or default_task_dir() or ANDROIDLAB_SUITE)
         selected = _select(suite, task, tasks)
@@ -204,7 +204,12 @@ class AndroidLabEnv(AndroidEnv):
             judge = JUDGES[judge]()
         self.judge = judge
         self.launch_app = bool(launch_app)
+        self.ground_truth_lengths = load_ground_truth_lengths()
         super().__init__(selected, **kwargs)
+
+    def _reference_steps(self, task: Task) -> Optional[int]:
+        """AndroidLab's human step count for the task (ground_truth_length.json), RRR's numerator."""
+        return self.ground_truth_lengths.get(task.id)
 
     def _start_episode(self, task: Task, seed: int) -> None:
         t0 = time.perf_counter()
@@ -283,6 +288,13 @@ class AndroidWorldEnv(AndroidEnv):
         self.instance.initialize_task(self.device)
         self.device.home()
         self.timings["setup_s"] = time.perf_counter() - t0
+
+    def _episode_info(self) -> dict[str, Any]:
+        """AndroidWorld's published difficulty of the task (easy / medium / hard), for SR by difficulty."""
+        from guigym.envs.android.androidworld.metadata import published
+
+        row = published(self.task.id) if self.task is not None else None
+        return {"difficulty": row[0]} if row else {}
 
     def _verify(self, task: Task, last_action: Optional[A.Action]) -> tuple[Optional[float], dict[str, Any]]:
         answer = self._answer(last_action)

@@ -516,6 +516,9 @@ class StandinDevice:
             return (" ".join(args) + "\n").encode("utf-8")
         elif name in ("rm", "mkdir", "ls", "find"):
             text = self._files_cmd(name, args)
+        elif name == "svc" and len(args) >= 2 and args[0] in ("wifi", "bluetooth") and args[1] in ("enable", "disable"):
+            self.settings["global"][f"{args[0]}_on"] = "1" if args[1] == "enable" else "0"  # as a phone's svc does
+            text = ""
         elif name in ("svc", "dumpsys", "sleep", "true", "ime"):
             text = ""
         else:

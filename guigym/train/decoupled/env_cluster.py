@@ -113,8 +113,13 @@ class EnvCluster:
         self.cfg = c
         self.dm = data_manager
         self.log = EventLog("env")
-        kwargs = dict(c.env.kwargs)
-        kwargs.setdefault("tasks", list(c.env.tasks))
+        from guigym.envs.pool import per_env_kwargs
+
+        base = dict(c.env.kwargs)
+        base.setdefault("tasks", list(c.env.tasks))
+        n, k = c.env.num_envs, c.decoupled.num_env_clusters
+        first = sum(n // k + (j < n % k) for j in range(index))  # cluster i holds envs [first, first + num_envs)
+        kwargs = per_env_kwargs(base, num_envs, c.env.serials[first:first + num_envs], "env.serials")
         if c.run.backend == "ray":
             from guigym.envs.ray_backend import RayEnvPool
 

@@ -4,14 +4,20 @@
 package registers all of them. Validators for settings, content providers, files, app SQLite
 databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
 
-Implemented (35 tasks over 11 apps): System Wi-Fi / Bluetooth / brightness (12, settings),
-OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
+Implemented (52 of AndroidWorld's 116, over 11 apps): System Wi-Fi / Bluetooth / brightness (12,
+settings), OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
 TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
-SimpleSmsSendReceivedAddress (Simple SMS Messenger), ExpenseAddSingle / ExpenseAddMultiple /
-ExpenseDeleteSingle / ExpenseDeleteMultiple (Pro Expense), RecipeAddSingleRecipe /
-RecipeDeleteSingleRecipe / RecipeDeleteSingleWithRecipeWithNoise (Broccoli), MarkorCreateNote /
-MarkorCreateFolder / MarkorDeleteNote / MarkorDeleteAllNotes / MarkorMoveNote, FilesDeleteFile /
-FilesMoveFile, SimpleCalendarAddOneEvent / SimpleCalendarLocationOfEvent (Simple Calendar Pro).
+SimpleSmsSendReceivedAddress /
+SimpleSmsReplyMostRecent / SimpleSmsResend (Simple SMS Messenger), ExpenseAddSingle / ExpenseAddMultiple /
+ExpenseDeleteSingle / ExpenseDeleteMultiple / ExpenseDeleteDuplicates(2) (Pro Expense),
+RecipeAddSingleRecipe / RecipeAddMultipleRecipes / RecipeAddMultipleRecipesFromMarkor(2) /
+RecipeDeleteSingleRecipe / RecipeDeleteSingleWithRecipeWithNoise / RecipeDeleteMultipleRecipes /
+RecipeDeleteMultipleRecipesWithNoise / RecipeDeleteDuplicateRecipes(2) (Broccoli),
+MarkorCreateNote / MarkorCreateFolder / MarkorDeleteNote / MarkorDeleteAllNotes / MarkorMoveNote /
+MarkorChangeNoteContent / MarkorAddNoteHeader / MarkorMergeNotes, FilesDeleteFile / FilesMoveFile,
+SimpleCalendarAddOneEvent / SimpleCalendarLocationOfEvent / SimpleCalendarDeleteEvents /
+SimpleCalendarDeleteEventsOnRelativeDay / SimpleCalendarDeleteOneEvent (Simple Calendar Pro). Every class
+writes its ``reference()`` end state for the causation check (:mod:`guigym.envs.android.check`).
 """
 from guigym.envs.android.androidworld import calendar, files, messaging, sqlite_apps, system  # noqa: F401
 from guigym.envs.android.androidworld.base import TASKS, AndroidWorldTask, register

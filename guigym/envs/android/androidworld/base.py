@@ -51,6 +51,12 @@ class AndroidWorldTask:
         return cls.name or cls.__name__
 
     @classmethod
+    def start_is_goal(cls) -> bool:
+        """Whether the initial state already meets the goal (AndroidWorld's ``*Verify`` tasks: the
+        agent only has to check), so a no-op scores 1."""
+        return False
+
+    @classmethod
     def max_steps(cls) -> int:
         """AndroidWorld's step budget: ``int(10 * complexity)``."""
         return int(10 * cls.complexity)
@@ -82,6 +88,17 @@ class AndroidWorldTask:
     def tear_down(self, device: AndroidDevice) -> None:
         """Undo what the task left behind (best effort)."""
         self.initialized = False
+
+    #: why a task has no reference end state (``guigym tasks check`` lists it with this reason)
+    no_reference: ClassVar[str] = "no reference end state written for this task yet"
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        """Write the end state an agent doing the task would leave (what the app stores: settings,
+        database rows, files, provider rows) through the device, after :meth:`initialize_task`;
+        return the answer to give (None when the task asks for none). The causation check
+        (:mod:`guigym.envs.android.check`) scores it: it must score 1, the untouched start 0.
+        NotImplementedError (with :attr:`no_reference`) where a task has none."""
+        raise NotImplementedError(self.no_reference)
 
 
 TASKS: Registry[type[AndroidWorldTask]] = Registry("AndroidWorld task")

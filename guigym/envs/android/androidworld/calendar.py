@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from guigym.envs.android.androidworld import validators as V
 from guigym.envs.android.androidworld.base import register
-from guigym.envs.android.androidworld.sqlite_apps import NOISE, ROWS, _AddRows, _distinct, _SQLiteTask
+from guigym.envs.android.androidworld.sqlite_apps import NOISE, ROWS, _AddRows, _DeleteRows, _distinct, _SQLiteTask
 from guigym.envs.android.device import AndroidDevice
 
 OCT_2023 = dt.datetime(2023, 10, 1, tzinfo=dt.timezone.utc)
@@ -143,3 +143,86 @@ class SimpleCalendarLocationOfEvent(_Calendar):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return 1.0 if V.answer_matches(answer, self.params["location"]) else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        return self.params["location"]  # an answer task: the end state is the answer
+
+
+def event_on(rng: random.Random, day: int) -> CalendarEvent:
+    """A random event moved to October ``day`` 2023 (same hour and duration)."""
+    ev = random_event(rng)
+    start = int((OCT_2023 + dt.timedelta(days=day - 1, hours=ev.start.hour)).timestamp())
+    return dataclasses.replace(ev, start_ts=start, end_ts=start + (ev.end_ts - ev.start_ts))
+
+
+def _noise_off_days(rng: random.Random, n: int, days: set[int]) -> list[CalendarEvent]:
+    """``n`` random October events on none of ``days``."""
+    out: list[CalendarEvent] = []
+    while len(out) < n:
+        ev = random_event(rng)
+        if ev.start.day not in days:
+            out.append(ev)
+    return out
+
+
+@register
+class SimpleCalendarDeleteEvents(_Calendar, _DeleteRows):
+    """Every event of one day (3) must go, the 20 events of other days stay (AndroidWorld: the
+    removal integrity of ``calendar_evaluators``)."""
+
+    complexity = 1.4
+    n_rows = 3
+    n_noise = 20
+    schema = ("year", "month", "day")
+    template = "In Simple Calendar Pro, delete all the calendar events on {year}-{month}-{day}"
+
+    @classmethod
+    def _day(cls, rng: random.Random) -> int:
+        return rng.randint(1, 31)
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        day = cls._day(rng)
+        events = [event_on(rng, day) for _ in range(cls.n_rows)]
+        p = {"year": 2023, "month": 10, "day": day, ROWS: events, NOISE: _noise_off_days(rng, cls.n_noise, {day})}
+        p["day_of_week"] = events[0].start.strftime("%A")
+        return p
+
+
+@register
+class SimpleCalendarDeleteEventsOnRelativeDay(SimpleCalendarDeleteEvents):
+    """The day is named relative to the device's date (Sunday 15 October 2023): this Monday
+    (the 16th) to this Saturday (the 21st)."""
+
+    complexity = 1.2
+    n_rows = 2
+    schema = ("day_of_week",)
+    template = "In Simple Calendar Pro, delete all events scheduled for this {day_of_week}."
+
+    @classmethod
+    def _day(cls, rng: random.Random) -> int:
+        return rng.randint(16, 21)
+
+
+@register
+class SimpleCalendarDeleteOneEvent(_Calendar, _DeleteRows):
+    """One event named by date, hour and title; 20 others (other start, other title) stay."""
+
+    complexity = 1.2
+    n_rows = 1
+    n_noise = 20
+    schema = ("year", "month", "day", "hour", "event_title")
+    template = ("In Simple Calendar Pro, delete the calendar event on {year}-{month}-{day} at {hour}h with the "
+                "title '{event_title}'")
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        ev = random_event(rng)
+        noise: list[CalendarEvent] = []
+        while len(noise) < cls.n_noise:
+            cand = random_event(rng)
+            if cand.start_ts != ev.start_ts and cand.title != ev.title:
+                noise.append(cand)
+        return {"year": 2023, "month": 10, "day": ev.start.day, "hour": ev.start.hour, "event_title": ev.title,
+                "duration_mins": (ev.end_ts - ev.start_ts) // 60, "event_description": ev.description,
+                ROWS: [ev], NOISE: noise}

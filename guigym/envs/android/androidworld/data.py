@@ -8,6 +8,7 @@ file names, the emulator's shared-storage folders), so parameters differ by seed
 from __future__ import annotations
 
 import random
+import string
 
 FIRST_NAMES = ("Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ines", "Jonas", "Kavya",
                "Liam", "Mei", "Nadia", "Omar", "Priya", "Quentin", "Rosa", "Sven", "Tariq", "Uma", "Viktor",
@@ -119,3 +120,8 @@ def random_number(rng: random.Random) -> str:
 def random_file_stem(rng: random.Random) -> str:
     """``adjective_noun_NN`` (a suffix makes collisions with noise files unlikely)."""
     return f"{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}_{rng.randint(10, 99)}"
+
+
+def random_string(rng: random.Random, n: int) -> str:
+    """``n`` letters and digits (AndroidWorld's random note contents and headers)."""
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))

@@ -31,6 +31,13 @@ def _noise_notes(rng: random.Random, n: int, avoid: str = "") -> list[tuple[str,
     return [(f"{t}{e}", rng.choice(D.SENTENCES)) for t, e in zip(names, exts) if f"{t}{e}" != avoid][:n]
 
 
+def _move(device: AndroidDevice, src_dir: str, dst_dir: str, name: str) -> None:
+    """What a file manager's move leaves: the file (same content) in ``dst_dir``, gone from ``src_dir``."""
+    text = V.read_file(device, posixpath.join(src_dir, name))
+    V.write_file(device, posixpath.join(dst_dir, name), text)
+    V.remove(device, posixpath.join(src_dir, name))
+
+
 class _Markor(AndroidWorldTask):
     app_names = ("markor",)
 
@@ -62,6 +69,10 @@ class MarkorCreateNote(_Markor):
         text = V.read_file(device, posixpath.join(MARKOR, self.params["file_name"])).strip()
         return 1.0 if V.fuzzy_match(text, self.params["text"]) else 0.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.write_file(device, posixpath.join(MARKOR, self.params["file_name"]), self.params["text"])
+        return None
+
 
 @register
 class MarkorCreateFolder(_Markor):
@@ -78,6 +89,10 @@ class MarkorCreateFolder(_Markor):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return 1.0 if V.exists_under(device, self.params["folder_name"], MARKOR) else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.mkdir(device, posixpath.join(MARKOR, self.params["folder_name"]))
+        return None
 
 
 @register
@@ -99,6 +114,10 @@ class MarkorDeleteNote(_Markor):
         super().is_successful(device, answer)
         return 0.0 if V.exists_under(device, self.params["file_name"], MARKOR) else 1.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.remove(device, posixpath.join(MARKOR, self.params["file_name"]))
+        return None
+
 
 @register
 class MarkorDeleteAllNotes(_Markor):
@@ -113,6 +132,10 @@ class MarkorDeleteAllNotes(_Markor):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return 0.0 if V.list_tree(device, MARKOR) else 1.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.clear_directory(device, MARKOR)
+        return None
 
 
 @register
@@ -144,6 +167,141 @@ class MarkorMoveNote(_Markor):
         moved = V.exists_under(device, self.params["file_name"], dst)
         left = V.exists_under(device, self.params["file_name"], src)
         return 1.0 if moved and not left else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        _move(device, posixpath.join(MARKOR, self.params["source_folder"]),
+              posixpath.join(MARKOR, self.params["destination_folder"]), self.params["file_name"])
+        return None
+
+
+class _RenameNote(_Markor):
+    """An existing note (plus noise notes) to rewrite and rename: the original name must be gone, the
+    new name must exist, and its content must be :meth:`expected` (AndroidWorld ``markor.py``)."""
+
+    complexity = 1.2
+
+    @classmethod
+    def _names(cls, rng: random.Random) -> dict[str, Any]:
+        original = _note_name(rng)
+        new = _note_name(rng)
+        while new == original:
+            new = _note_name(rng)
+        return {"original_name": original, "new_name": new,
+                "noise_notes": _noise_notes(rng, rng.randint(1, 4), avoid=original)}
+
+    def _original_content(self) -> str:
+        raise NotImplementedError
+
+    def content_ok(self, text: str) -> bool:
+        raise NotImplementedError
+
+    def new_content(self) -> str:
+        raise NotImplementedError
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        super().initialize_task(device)
+        V.write_file(device, posixpath.join(MARKOR, self.params["original_name"]), self._original_content())
+
+    def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
+        super().is_successful(device, answer)
+        if V.exists_under(device, self.params["original_name"], MARKOR):
+            return 0.0
+        if not V.exists_under(device, self.params["new_name"], MARKOR):
+            return 0.0
+        return 1.0 if self.content_ok(V.read_file(device, posixpath.join(MARKOR, self.params["new_name"]))) else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        """What Markor leaves after editing and renaming: the new file with the new text, the old gone."""
+        V.write_file(device, posixpath.join(MARKOR, self.params["new_name"]), self.new_content())
+        V.remove(device, posixpath.join(MARKOR, self.params["original_name"]))
+        return None
+
+
+@register
+class MarkorChangeNoteContent(_RenameNote):
+    schema = ("original_name", "new_name", "updated_content")
+    template = 'Update the content of {original_name} to "{updated_content}" in Markor and change its name to {new_name}.'
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return {**cls._names(rng), "updated_content": D.random_string(rng, 20),
+                "original_content": D.random_string(rng, 20)}
+
+    def _original_content(self) -> str:
+        return self.params["original_content"]
+
+    def content_ok(self, text: str) -> bool:
+        return V.fuzzy_match(text.strip(), self.params["updated_content"])
+
+    def new_content(self) -> str:
+        return self.params["updated_content"] + "\n"
+
+
+@register
+class MarkorAddNoteHeader(_RenameNote):
+    schema = ("original_name", "new_name", "header", "original_content")
+    template = ('Update the Markor note {original_name} by adding the following text, along with a new blank line '
+                'before the existing content: "{header}", and rename it to {new_name}.')
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return {**cls._names(rng), "header": D.random_string(rng, 20), "original_content": rng.choice(D.SENTENCES)}
+
+    def _original_content(self) -> str:
+        return self.params["original_content"] + "\n"
+
+    def new_content(self) -> str:
+        return self.params["header"] + "\n\n" + self.params["original_content"] + "\n"
+
+    def content_ok(self, text: str) -> bool:
+        return text == self.new_content()  # exact, as AndroidWorld checks it
+
+
+@register
+class MarkorMergeNotes(_Markor):
+    """Three notes merged, in order, into a new one with a blank line between them."""
+
+    complexity = 7.8
+    schema = ("file1_name", "file2_name", "file3_name", "new_file_name", "file1_content", "file2_content",
+              "file3_content")
+    template = ("Merge the contents of Markor notes {file1_name}, {file2_name} and {file3_name} (in the same order) "
+                "into a new Markor note named {new_file_name} and save it. Add a new line between the content of "
+                "each note.")
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        names: list[str] = []
+        while len(names) < 3:
+            n = _note_name(rng)
+            if n not in names:
+                names.append(n)
+        p = {f"file{i + 1}_name": n for i, n in enumerate(names)}
+        p.update({f"file{i + 1}_content": D.random_string(rng, 20) for i in range(3)})
+        p["new_file_name"] = D.random_string(rng, 8)
+        return p
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        super().initialize_task(device)
+        for i in (1, 2, 3):
+            V.write_file(device, posixpath.join(MARKOR, self.params[f"file{i}_name"]),
+                         self.params[f"file{i}_content"] + "\n")
+
+    def merged(self) -> str:
+        return "\n\n".join(self.params[f"file{i}_content"] for i in (1, 2, 3)) + "\n"
+
+    def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
+        super().is_successful(device, answer)
+        if not V.exists_under(device, self.params["new_file_name"], MARKOR):
+            return 0.0
+        text = V.read_file(device, posixpath.join(MARKOR, self.params["new_file_name"])).strip()
+        if not V.fuzzy_match(text, self.merged().strip()):
+            return 0.0
+        lines = text.split("\n")  # AndroidWorld: exactly note, blank, note, blank, note
+        return 1.0 if len(lines) == 5 and not lines[1] and not lines[3] else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.write_file(device, posixpath.join(MARKOR, self.params["new_file_name"]), self.merged())
+        return None
 
 
 class _Files(AndroidWorldTask):
@@ -197,6 +355,10 @@ class FilesDeleteFile(_Files):
         where = posixpath.join(V.SD, self.params["subfolder"])
         return 0.0 if V.exists_under(device, self.params["file_name"], where) else 1.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.remove(device, posixpath.join(V.SD, self.params["subfolder"], self.params["file_name"]))
+        return None
+
 
 @register
 class FilesMoveFile(_Files):
@@ -227,3 +389,8 @@ class FilesMoveFile(_Files):
         ok = V.exists_under(device, self.params["file_name"], dst) and not V.exists_under(
             device, self.params["file_name"], src)
         return 1.0 if ok else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        _move(device, posixpath.join(V.SD, self.params["source_folder"]),
+              posixpath.join(V.SD, self.params["destination_folder"]), self.params["file_name"])
+        return None

@@ -21,20 +21,37 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
     "ExpenseAddSingle": ("easy", 6),
     "ExpenseDeleteMultiple": ("easy", 10),
     "ExpenseDeleteSingle": ("easy", 3),
+    "ExpenseDeleteDuplicates": ("medium", 6),
+    "ExpenseDeleteDuplicates2": ("medium", 9),
     "FilesDeleteFile": ("medium", 4),
     "FilesMoveFile": ("medium", 10),
+    "MarkorAddNoteHeader": ("medium", 6),
+    "MarkorChangeNoteContent": ("medium", 5),
     "MarkorCreateFolder": ("easy", 4),
     "MarkorCreateNote": ("medium", 8),
     "MarkorDeleteAllNotes": ("easy", 7),
     "MarkorDeleteNote": ("easy", 5),
+    "MarkorMergeNotes": ("hard", 39),
     "MarkorMoveNote": ("medium", 7),
     "OpenAppTaskEval": ("easy", 2),
+    "RecipeAddMultipleRecipes": ("medium", 34),
+    "RecipeAddMultipleRecipesFromMarkor": ("hard", 24),
+    "RecipeAddMultipleRecipesFromMarkor2": ("hard", 26),
     "RecipeAddSingleRecipe": ("easy", 12),
+    "RecipeDeleteDuplicateRecipes": ("easy", 4),
+    "RecipeDeleteDuplicateRecipes2": ("medium", 11),
+    "RecipeDeleteMultipleRecipes": ("easy", 12),
+    "RecipeDeleteMultipleRecipesWithNoise": ("medium", 17),
     "RecipeDeleteSingleRecipe": ("easy", 5),
     "RecipeDeleteSingleWithRecipeWithNoise": ("easy", 10),
     "SimpleCalendarAddOneEvent": ("hard", 17),
+    "SimpleCalendarDeleteEvents": ("easy", 7),
+    "SimpleCalendarDeleteEventsOnRelativeDay": ("medium", 6),
+    "SimpleCalendarDeleteOneEvent": ("easy", 6),
     "SimpleCalendarLocationOfEvent": ("easy", 4),
     "SimpleSmsReply": ("easy", 4),
+    "SimpleSmsReplyMostRecent": ("medium", 5),
+    "SimpleSmsResend": ("medium", 6),
     "SimpleSmsSend": ("medium", 6),
     "SimpleSmsSendReceivedAddress": ("medium", 9),
     "SystemBluetoothTurnOff": ("easy", 2),
@@ -52,6 +69,11 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
     "TurnOffWifiAndTurnOnBluetooth": ("medium", 5),
     "TurnOnWifiAndOpenApp": ("easy", 4),
 }
+
+
+def published(name: str) -> "tuple[str, int] | None":
+    """AndroidWorld's published (difficulty, optimal_steps) of task ``name``; None when unknown."""
+    return _PUBLISHED.get(name)
 
 
 @dataclass(frozen=True)

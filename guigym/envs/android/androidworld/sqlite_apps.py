@@ -170,6 +170,11 @@ class _AddRows(_SQLiteTask):
         ok = V.rows_added_intact(self.before, self.rows(device), self.params[ROWS], self.compare, self.free_form)
         return 1.0 if ok else 0.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        """The requested rows, as the app's form would insert them."""
+        V.modify_db(device, self.db_path, self.package, [V.insert_sql(self.table, r, self.key) for r in self.params[ROWS]])
+        return None
+
 
 class _DeleteRows(_SQLiteTask):
     def initialize_task(self, device: AndroidDevice) -> None:
@@ -187,6 +192,12 @@ class _DeleteRows(_SQLiteTask):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return 1.0 if V.rows_removed_intact(self.before, self.rows(device), self.to_delete, self.key) else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        """The requested rows deleted (by key), every other row left as it was."""
+        V.modify_db(device, self.db_path, self.package,
+                    [(f'DELETE FROM "{self.table}" WHERE "{self.key}" = ?', (k,)) for k in self.to_delete])
+        return None
 
 
 # --------------------------------------------------------------------------- Pro Expense
@@ -319,3 +330,198 @@ class RecipeDeleteSingleWithRecipeWithNoise(_RecipeDelete):
     complexity = 2.0
     n_rows = 1
     n_noise = 29
+
+
+@register
+class RecipeDeleteMultipleRecipes(_RecipeDelete):
+    complexity = 2.0
+    n_rows = 3
+
+
+@register
+class RecipeDeleteMultipleRecipesWithNoise(_RecipeDelete):
+    complexity = 3.0
+    n_rows = 3
+    n_noise = 29
+
+
+@register
+class RecipeAddMultipleRecipes(RecipeAddSingleRecipe):
+    complexity = 4.0
+    n_rows = 3
+
+
+def recipes_text(rows: Sequence[Recipe], kind: str) -> str:
+    """Recipes as AndroidWorld writes them into a note: ``csv`` (a header row, then one line per
+    recipe) or a block of ``title: ..., description: ...`` lines."""
+    fields = ("title", "description", "servings", "preparationTime", "ingredients", "directions")
+    if kind == "csv":
+        return "\n".join([",".join(fields)] + [",".join(f'"{getattr(r, f)}"' for f in fields) for r in rows])
+    return "\n".join(r.describe() for r in rows)
+
+
+@register
+class RecipeAddMultipleRecipesFromMarkor(RecipeAddSingleRecipe):
+    """The recipes to add are in ``recipes.txt`` in Markor (the folder holds nothing else)."""
+
+    complexity = 4.0
+    n_rows = 3
+    template = "Add the recipes from recipes.txt in Markor to the Broccoli recipe app."
+
+    @property
+    def goal(self) -> str:
+        return self.template
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return {**super()._random_params(rng), "text_representation_type": rng.choice(["csv", "text_block"])}
+
+    def _file_rows(self) -> list[Recipe]:
+        return list(self.params[ROWS])
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        super().initialize_task(device)
+        V.clear_directory(device, V.MARKOR_DATA)
+        V.write_file(device, f"{V.MARKOR_DATA}/recipes.txt",
+                     recipes_text(self._file_rows(), self.params["text_representation_type"]))
+
+    def tear_down(self, device: AndroidDevice) -> None:
+        try:
+            V.clear_directory(device, V.MARKOR_DATA)
+        finally:
+            super().tear_down(device)
+
+
+@register
+class RecipeAddMultipleRecipesFromMarkor2(RecipeAddMultipleRecipesFromMarkor):
+    """``recipes.txt`` holds 3 recipes with the asked preparation time among 40 without it (shuffled)."""
+
+    complexity = 3.0  # AndroidWorld's class sets 4, then 3: the later one holds
+    n_noise = 40
+    schema = ("prep_time",)
+    template = "Add the recipes from recipes.txt in Markor that take {prep_time} to prepare into the Broccoli recipe app."
+
+    @property
+    def goal(self) -> str:
+        return self.template.format(**self.params)
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        prep = rng.choice(D.RECIPE_TIMES)
+        targets = _distinct(rng, lambda r: dataclasses.replace(random_recipe(r), preparationTime=prep), cls.n_rows,
+                            "title")
+        noise = _distinct(rng, random_recipe, cls.n_noise * 3, "title", avoid=targets)
+        noise = [n for n in noise if n.preparationTime != prep][: cls.n_noise]
+        order = list(range(len(targets) + len(noise)))
+        rng.shuffle(order)  # the file's order, drawn here so an instance replays
+        return {ROWS: targets, NOISE: noise, "prep_time": prep, "order": order,
+                "text_representation_type": rng.choice(["csv", "text_block"])}
+
+    def _file_rows(self) -> list[Recipe]:
+        rows = list(self.params[ROWS]) + list(self.params[NOISE])
+        return [rows[i] for i in self.params["order"]]
+
+
+class _DeleteDuplicate(_SQLiteTask):
+    """A row present twice among noise rows: exactly one of the two copies must go (either one),
+    every other row must stay (AndroidWorld ``DeleteDuplicateRows``)."""
+
+    goal_text: ClassVar[str] = ""
+
+    @property
+    def goal(self) -> str:
+        return self.goal_text
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        self._ensure_db(device)
+        self._reset_table(device, list(self.params[NOISE]) + list(self.params[ROWS]))
+        self.before = self.rows(device)
+        self.copies = [getattr(r, self.key) for r in self.before[-2:]]  # inserted last: the largest keys
+        if len(self.before) != len(self.params[NOISE]) + 2:
+            raise EnvInfraError(f"{self.task_name()}: {len(self.before)} rows after set-up, expected "
+                                f"{len(self.params[NOISE]) + 2}")
+        super().initialize_task(device)
+
+    def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
+        super().is_successful(device, answer)
+        after = self.rows(device)
+        ok = any(V.rows_removed_intact(self.before, after, [k], self.key) for k in self.copies)
+        return 1.0 if ok else 0.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        V.modify_db(device, self.db_path, self.package,
+                    [(f'DELETE FROM "{self.table}" WHERE "{self.key}" = ?', (self.copies[-1],))])
+        return None
+
+
+def _duplicate_params(rng: random.Random, make: Any, key: str, n_noise: int, variations: int = 0,
+                      vary: Optional[Any] = None) -> dict[str, Any]:
+    """``n_noise - variations`` distinct rows, a target (twice), and ``variations`` rows that share the
+    target's ``key`` but differ in another field (``vary(rng, target)``)."""
+    rows = _distinct(rng, make, n_noise - variations + 1, key)
+    target = rows.pop()
+    extra: list[Any] = []
+    while len(extra) < variations:
+        v = vary(rng, target)
+        if v != target and v not in extra:
+            extra.append(v)
+    return {ROWS: [target, target], NOISE: rows + extra}
+
+
+_RECIPE_DEDUP = ("Delete all but one of any recipes in the Broccoli app that are exact duplicates, ensuring at least "
+                 "one instance of each unique recipe remains")
+
+
+@register
+class RecipeDeleteDuplicateRecipes(_Recipe, _DeleteDuplicate):
+    complexity = 1.0
+    template = goal_text = _RECIPE_DEDUP
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return _duplicate_params(rng, random_recipe, "title", 5)
+
+
+@register
+class RecipeDeleteDuplicateRecipes2(_Recipe, _DeleteDuplicate):
+    """Noise includes recipes with the duplicate's title but other details (not duplicates)."""
+
+    complexity = 3.0
+    template = goal_text = _RECIPE_DEDUP
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return _duplicate_params(rng, random_recipe, "title", 10, variations=4,
+                                 vary=lambda r, t: dataclasses.replace(random_recipe(r), title=t.title))
+
+
+_EXPENSE_DEDUP = ("Delete all but one of any expenses in pro expense that are exact duplicates, ensuring at least one "
+                  "instance of each unique expense remains.")
+
+
+@register
+class ExpenseDeleteDuplicates(_Expense, _DeleteDuplicate):
+    complexity = 1.0  # AndroidWorld's class leaves the default
+    template = goal_text = _EXPENSE_DEDUP
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        return _duplicate_params(rng, random_expense, "name", 5)
+
+
+@register
+class ExpenseDeleteDuplicates2(_Expense, _DeleteDuplicate):
+    """40 noise rows, three of them the duplicate with another amount and date (not duplicates)."""
+
+    complexity = 1.8
+    template = goal_text = _EXPENSE_DEDUP
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        def vary(r: random.Random, t: Expense) -> Expense:
+            ts = (OCT_2023_S + r.randint(0, 14 * 86400)) * 1000
+            return dataclasses.replace(t, amount=t.amount + r.randint(50, 999), created_date=ts, modified_date=ts)
+
+        # keyed on the amount: the app's names are too few for 38 distinct ones, and rows differing in
+        # amount are distinct rows all the same
+        return _duplicate_params(rng, random_expense, "amount", 40, variations=3, vary=vary)

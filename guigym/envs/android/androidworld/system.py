@@ -38,6 +38,10 @@ class _Toggle(AndroidWorldTask):
     def _random_params(cls, rng: random.Random) -> dict[str, Any]:
         return {cls.param: cls.target}
 
+    @classmethod
+    def start_is_goal(cls) -> bool:
+        return cls.initial == cls.target
+
     def _set(self, device: AndroidDevice, value: str) -> None:
         raise NotImplementedError
 
@@ -51,6 +55,10 @@ class _Toggle(AndroidWorldTask):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return self._score(device)
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        self._set(device, self.params[self.param])  # what the settings toggle / slider stores
+        return None
 
 
 class _Wifi(_Toggle):
@@ -178,6 +186,10 @@ class OpenAppTaskEval(AndroidWorldTask):
         super().is_successful(device, answer)
         return 1.0 if V.foreground_package(device) == OPEN_APP_PACKAGES[self.params["app_name"]] else 0.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        device.launch_app(OPEN_APP_PACKAGES[self.params["app_name"]])
+        return None
+
 
 @register
 class TurnOnWifiAndOpenApp(AndroidWorldTask):
@@ -203,6 +215,10 @@ class TurnOnWifiAndOpenApp(AndroidWorldTask):
         super().is_successful(device, answer)
         return (self.wifi.is_successful(device) + self.app.is_successful(device)) / 2.0
 
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        self.wifi.reference(device)
+        return self.app.reference(device)
+
 
 @register
 class TurnOffWifiAndTurnOnBluetooth(AndroidWorldTask):
@@ -222,3 +238,7 @@ class TurnOffWifiAndTurnOnBluetooth(AndroidWorldTask):
     def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
         super().is_successful(device, answer)
         return (self.wifi.is_successful(device) + self.bt.is_successful(device)) / 2.0
+
+    def reference(self, device: AndroidDevice) -> Optional[str]:
+        self.wifi.reference(device)
+        return self.bt.reference(device)
