@@ -85,3 +85,15 @@ def test_enter_argv_refuses_to_run_when_it_cannot_join_the_cgroup(tmp_path):
     out = subprocess.run([*enter_argv([str(procs)], [], None), "sh", "-c", "echo $$"], capture_output=True,
                          text=True, timeout=30)
     assert out.stdout.strip() == procs.read_text().strip()  # the joining shell exec'd the command
+
+
+def test_the_desktop_cgroup_weighs_like_one_process_at_our_nice_value():
+    """A new cgroup competes as one nice-0 entity (cpu.shares 1024 / cpu.weight 100, the kernel's
+    defaults) unless told otherwise: a desktop started under ``nice -n 19`` must not get more."""
+    from guigym.envs.desktop.providers.bounds import desktop_cpu_weight
+
+    assert desktop_cpu_weight(1, 0) == {"cpu": {"cpu.shares": "1024"}}
+    assert desktop_cpu_weight(2, 0) == {"cpu": {"cpu.weight": "100"}}
+    v1 = [int(desktop_cpu_weight(1, n)["cpu"]["cpu.shares"]) for n in range(-5, 20)]
+    assert v1 == sorted(v1, reverse=True) and v1[-1] * 50 < 1024
+    assert int(desktop_cpu_weight(2, 19)["cpu"]["cpu.weight"]) >= 1

@@ -113,6 +113,25 @@ def cgroup_limits(bounds: DesktopBounds, version: int) -> dict[str, dict[str, st
     return out
 
 
+#: the kernel's CFS weight of nice -20..19 (kernel/sched/core.c, sched_prio_to_weight)
+_NICE_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100,
+                4904, 3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172,
+                137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
+
+
+def desktop_cpu_weight(version: int, nice: Optional[int] = None) -> dict[str, dict[str, str]]:
+    """The desktop cgroup's CPU weight: that of one process at this process's nice value.
+
+    A new cgroup competes with its siblings as one entity of weight 1024 (v1 ``cpu.shares``) or
+    100 (v2 ``cpu.weight``), whatever the nice value of the processes in it; without this a
+    desktop started under ``nice -n 19`` would get a nice-0 share and outrun the trainer."""
+    n = os.nice(0) if nice is None else nice
+    weight = _NICE_WEIGHT[max(-20, min(19, n)) + 20]
+    if version == 1:
+        return {"cpu": {"cpu.shares": str(max(2, weight))}}
+    return {"cpu": {"cpu.weight": str(max(1, min(10000, round(weight * 100 / 1024))))}}
+
+
 def rlimit_args(bounds: DesktopBounds, cgroup_ctrls: Sequence[str], disk_quota: bool) -> list[str]:
     """``prlimit`` options for the agent zone: open files always; processes, per-process
     memory and file size when no cgroup / size-limited filesystem bounds them."""

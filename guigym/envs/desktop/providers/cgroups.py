@@ -3,7 +3,7 @@
 Layout (the same on cgroup v1 and v2), made under the cgroup this process already runs in, so
 whatever bounds its caller has still hold for the desktop (bounds nest)::
 
-    <own cgroup>/guigym-desktop-<pid>-<n>/          one desktop
+    <own cgroup>/guigym-desktop-<pid>-<display>-<random>/   one desktop
         infra/   the sandbox as started (Xvfb, the in-desktop server, tmux, xterm)
         agent/   every process an agent can drive: limits are set here only
 
@@ -146,7 +146,8 @@ class DesktopCgroups:
     file the kernel lacks is skipped and named in :attr:`skipped`.
     """
 
-    def __init__(self, host: CgroupHost, name: str, owner: tuple[int, int], limits: dict[str, dict[str, str]]) -> None:
+    def __init__(self, host: CgroupHost, name: str, owner: tuple[int, int], limits: dict[str, dict[str, str]],
+                 desktop_limits: Optional[dict[str, dict[str, str]]] = None) -> None:
         self.host = host
         self.name = name
         self.desktops: list[Path] = []
@@ -169,19 +170,24 @@ class DesktopCgroups:
                     files.append(desk / "cgroup.procs")  # the common ancestor (delegation rule)
                 for f in files:
                     os.chown(f, owner[0], owner[1])
-            for ctrl, values in limits.items():
-                base = host.dirs.get(ctrl)
-                if base is None:
-                    continue
-                for fname, value in values.items():
-                    target = base / name / "agent" / fname
-                    if not target.exists():
-                        self.skipped.append(fname)
-                        continue
-                    _write(target, value)
+            for sub, table in (("agent", limits), ("", desktop_limits or {})):
+                self._write_limits(sub, table)
         except BaseException:
             self.remove()
             raise
+
+    def _write_limits(self, sub: str, table: dict[str, dict[str, str]]) -> None:
+        """Write ``table`` (controller -> {file: value}) into ``sub`` of the desktop dir."""
+        for ctrl, values in table.items():
+            base = self.host.dirs.get(ctrl)
+            if base is None:
+                continue
+            for fname, value in values.items():
+                target = base / self.name / sub / fname if sub else base / self.name / fname
+                if not target.exists():
+                    self.skipped.append(fname)
+                    continue
+                _write(target, value)
 
     def procs(self, sub: str) -> list[str]:
         """``cgroup.procs`` of ``sub`` (``infra``/``agent``), one per hierarchy (host paths)."""

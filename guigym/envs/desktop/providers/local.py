@@ -53,7 +53,8 @@ from guigym.envs.desktop.providers import PROVIDERS
 from guigym.envs.desktop.providers.base import Provider
 from guigym.envs.desktop.providers import cgroups as cg
 from guigym.envs.desktop.providers.bounds import (
-    FALLBACK_NICE, MIB, DesktopBounds, can_mount_tmpfs, cgroup_limits, describe, enter_argv, rlimit_args,
+    FALLBACK_NICE, MIB, DesktopBounds, can_mount_tmpfs, cgroup_limits, describe, desktop_cpu_weight, enter_argv,
+    rlimit_args,
 )
 from guigym.envs.desktop.providers.display import DisplayLock
 from guigym.envs.desktop.providers.home import prepare_template
@@ -708,8 +709,9 @@ class LocalProvider(Provider):
         if host.version:
             owner = self._run_as or (os.geteuid(), os.getegid())
             try:
-                self._cgroups = cg.DesktopCgroups(host, f"{cg.PREFIX}{os.getpid()}-{self.display}", owner,
-                                                  cgroup_limits(self.bounds, host.version))
+                self._cgroups = cg.DesktopCgroups(host, f"{cg.PREFIX}{os.getpid()}-{self.display}-{secrets.token_hex(3)}", owner,
+                                                  cgroup_limits(self.bounds, host.version),
+                                                  desktop_cpu_weight(host.version))
             except OSError as exc:
                 log.warning("local desktop: cannot make cgroups (%s); falling back to rlimits", exc)
         if host.problem:
