@@ -25,6 +25,12 @@ Thunderbird, Chromium (`chrome`), VS Code (`vscode`) and the opt-in Nautilus, GN
 Evince and Totem (opened by a bench-only task). The load average is printed before and after: on a
 shared machine the figures are an upper bound.
 
+* **bounds on vs off** (``--bounds-ab ROUNDS``, issue 35): two terminal desktops in the same
+  sitting, one with the default resource bounds (cgroups / rlimits, HOME + /tmp on a tmpfs) and
+  one with ``bounds=False``; each round does ``--resets`` resets and ``--steps`` steps on one
+  then the other (the order alternates per round); prints the medians and the ratio on/off
+  (done when within 10%). Only this comparison runs with the flag.
+
 Targets: reset < 3 s (terminal, issue 3); every app's step < 500 ms (issue 17).
 
 OSWorld's docker provider, as stated by its code (not measured here; no Docker engine):
@@ -215,6 +221,48 @@ def bench_steps(env: OSWorldEnv, task: str, actions: list[str], n: int, resets: 
     return times, steps
 
 
+def bounds_ab(rounds: int, resets: int, steps: int, size: tuple[int, int]) -> int:
+    """Reset and step latency with the resource bounds on and off, alternated (issue 35)."""
+    task = APPS["terminal"][0]
+    acts = APPS["terminal"][1]
+    envs = {}
+    load_before = loadavg()
+    try:
+        for arm, bounds in (("on", None), ("off", False)):
+            envs[arm] = OSWorldEnv(tasks=[APPS["terminal"][0]], provider="local", max_steps=10_000,
+                                   provider_kwargs={"screen_size": size}, bounds=bounds)
+            envs[arm].reset(options={"task": task})  # cold start, not timed
+        how = envs["on"].desktop_info().get("bounds", {})
+        times: dict[str, dict[str, list[float]]] = {a: {"reset": [], "step": []} for a in envs}
+        for r in range(rounds):
+            for arm in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                env = envs[arm]
+                for _ in range(resets):
+                    t0 = time.perf_counter()
+                    env.reset(options={"task": task})
+                    times[arm]["reset"].append(time.perf_counter() - t0)
+                for i in range(steps):
+                    t0 = time.perf_counter()
+                    env.step(acts[i % len(acts)])
+                    times[arm]["step"].append(time.perf_counter() - t0)
+    finally:
+        for env in envs.values():
+            env.close()
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"# desktop_reset --bounds-ab, {now}; {platform.node()}: {os.cpu_count()} cores; screen "
+          f"{size[0]}x{size[1]}; load average before {load_before}, after {loadavg()}")
+    print(f"# {rounds} alternated rounds of {resets} resets + {steps} steps per arm; bounds here: "
+          + "; ".join(f"{k}: {v}" for k, v in how.items()))
+    print(f"| {'measure':<10} | {'bounds on':>10} | {'bounds off':>10} | {'on/off':>7} |")
+    print(f"|{'-' * 12}|{'-' * 12}|{'-' * 12}|{'-' * 9}|")
+    worst = 0.0
+    for kind in ("reset", "step"):
+        on, off = statistics.median(times["on"][kind]), statistics.median(times["off"][kind])
+        worst = max(worst, on / off)
+        print(f"| {kind + ' (med)':<10} | {on * 1000:>7.0f} ms | {off * 1000:>7.0f} ms | {on / off:>7.2f} |")
+    return 0 if worst <= 1.10 else 1
+
+
 def loadavg() -> str:
     try:
         return "%.2f %.2f %.2f" % os.getloadavg()
@@ -233,8 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--apps", default="", help="comma-separated subset of " + ", ".join(known)
                    + " (default: every one installed here)")
     p.add_argument("--screen", default="1920x1080", help="WxH of the local desktop")
+    p.add_argument("--bounds-ab", type=int, default=0, metavar="ROUNDS",
+                   help="only compare the terminal's reset/step latency with the resource bounds on and "
+                        "off, alternated over ROUNDS rounds (issue 35)")
     args = p.parse_args(argv)
     w, h = (int(v) for v in args.screen.lower().split("x"))
+    if args.bounds_ab:
+        return bounds_ab(args.bounds_ab, max(1, args.resets), max(1, args.steps), (w, h))
     apps = [a for a in args.apps.split(",") if a] or [a for a in known if a in APPS or installed(EXTRA_APPS[a][0])]
     unknown = [a for a in apps if a not in known]
     if unknown:

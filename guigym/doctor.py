@@ -108,6 +108,14 @@ def user_namespaces() -> tuple[bool, str]:
     return (True, "bwrap --unshare-user works") if code == 0 else (False, f"bwrap --unshare-user failed: {out[:160]}")
 
 
+def desktop_bounds() -> tuple[bool, str]:
+    """How the local desktop bounds its agent zone here (issue 35): cgroups or rlimits."""
+    from guigym.envs.desktop.providers.bounds import enforcement_here
+
+    full, how = enforcement_here()
+    return full, "; ".join(f"{k}: {v}" for k, v in how.items())
+
+
 def pyatspi_system() -> tuple[bool, str]:
     # the in-desktop server runs under Debian's /usr/bin/python3 with python3-pyatspi
     py = "/usr/bin/python3"
@@ -213,6 +221,9 @@ CHECKS: dict[str, Check] = {c.name: c for c in [
     Check("playwright", module("playwright"), "pip install playwright"),
     Check("bubblewrap + user namespaces", user_namespaces,
           f"{APT} bubblewrap; and sysctl kernel.unprivileged_userns_clone=1 where the kernel restricts it"),
+    Check("desktop resource bounds", desktop_bounds,
+          "run guigym as root (or with a writable cgroup) for cgroup bounds and the disk quota; "
+          "without, the local desktop falls back to per-process rlimits (docs/security.md)"),
     Check("xvfb", program("Xvfb", version_arg=None), f"{APT} xvfb xauth"),
     Check("openbox", program("openbox"), f"{APT} openbox"),
     Check("at-spi", program("/usr/libexec/at-spi-bus-launcher", "at-spi-bus-launcher", version_arg=None),
@@ -246,7 +257,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "MiniWoB-v0": (("chromium", "playwright"), ()),
     "WebArena-v0": (("chromium", "playwright"), ("webarena embedded sites",)),
     "OSWorld-v0": (("bubblewrap + user namespaces", "xvfb", "openbox", "at-spi", "pyatspi (system python)"),
-                   tuple(n for n in CHECKS if n.startswith("app: ")) + ("chromium", "/dev/kvm", "qemu", "docker engine")),
+                   tuple(n for n in CHECKS if n.startswith("app: ")) + ("desktop resource bounds", "chromium", "/dev/kvm", "qemu", "docker engine")),
     "Android": (("adb + device",), ()),
     "train": (("torch", "transformers"), ("vllm", "ray", "postgresql")),
 }

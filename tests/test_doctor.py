@@ -61,3 +61,21 @@ def test_the_chromium_check_finds_the_browser_the_envs_launch():
 
     ok, detail = D.chromium()
     assert ok and detail.startswith(find_chromium() or "Playwright's own")
+
+
+def test_doctor_says_how_the_desktop_bounds_are_enforced(monkeypatch):
+    """Issue 35: without a usable cgroup or root, the check warns and names the rlimit fallback;
+    with every controller and root it is ok and names the cgroup files."""
+    from pathlib import Path
+
+    from guigym.envs.desktop.providers import bounds as B, cgroups as C
+
+    monkeypatch.setattr(C, "detect", lambda enable=True: C.CgroupHost(0, {}, "no cgroup file system mounted"))
+    monkeypatch.setattr(B, "can_mount_tmpfs", lambda: False)
+    ok, detail = D.desktop_bounds()
+    assert not ok and "RLIMIT_NPROC" in detail and "per file only" in detail and "no cgroup" in detail
+    dirs = {c: Path("/sys/fs/cgroup") / c for c in C.CONTROLLERS}
+    monkeypatch.setattr(C, "detect", lambda enable=True: C.CgroupHost(1, dirs, ""))
+    monkeypatch.setattr(B, "can_mount_tmpfs", lambda: True)
+    ok, detail = D.desktop_bounds()
+    assert ok and "cgroup v1 pids.max" in detail and "tmpfs size" in detail

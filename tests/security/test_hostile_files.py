@@ -238,3 +238,62 @@ def test_checkpoint_rng_and_optimizer_roundtrip_with_weights_only(tmp_path):
             assert torch.equal(v, b["state"][k][name]), name
     assert dst.scheduler.state_dict()["last_epoch"] == src.scheduler.state_dict()["last_epoch"]
     assert os.path.exists(path / "rng.pt")
+
+
+# --------------------------------------------------------------------------- agent-made databases
+
+THUNDERBIRD_SQL = ("select sum(1) > 0 from messageAttributes where attributeID = 58 and value = 1 "
+                   "and messageID in (select id from messages where folderID = 13);")
+
+
+@pytest.mark.parametrize("schema", [
+    # a view the task's SQL reads, computing its rows with a function that is not innocuous
+    "CREATE VIEW messageAttributes AS SELECT json('58') + 0 AS attributeID, 1 AS value, 1 AS messageID",
+    # a generated column doing the same inside a real table
+    "CREATE TABLE messageAttributes (raw TEXT, value INTEGER, messageID INTEGER, "
+    "attributeID INTEGER GENERATED ALWAYS AS (json(raw) + 0) VIRTUAL)",
+])
+def test_an_agent_made_database_cannot_run_functions_from_its_schema(tmp_path, schema):
+    """run_sqlite3 reads the agent's database with ``PRAGMA trusted_schema=OFF`` (issue 35): SQL
+    in the schema (views, generated columns, triggers) may only call innocuous functions, so the
+    agent's file cannot make the task's query run code it chose."""
+    import sqlite3
+
+    from guigym.envs.desktop.evaluators import load_all
+    from guigym.envs.desktop.evaluators.base import METRICS
+
+    load_all()
+    path = tmp_path / "global-messages-db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(schema)
+    if "TABLE messageAttributes" in schema:
+        conn.execute("INSERT INTO messageAttributes (raw, value, messageID) VALUES ('58', 1, 1)")
+    conn.execute("CREATE TABLE messages (id INTEGER, folderID INTEGER)")
+    conn.execute("INSERT INTO messages VALUES (1, 13)")
+    conn.commit()
+    conn.close()
+    # trusting the schema, the function runs and the query scores (what the old code did)
+    trusting = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    assert trusting.execute(THUNDERBIRD_SQL).fetchone()[0] == 1
+    trusting.close()
+    assert METRICS.get("run_sqlite3")(str(path), {"sql": THUNDERBIRD_SQL}) == 0.0
+
+
+def test_an_agent_made_database_with_plain_tables_is_still_read(tmp_path):
+    import sqlite3
+
+    from guigym.envs.desktop.evaluators import load_all
+    from guigym.envs.desktop.evaluators.base import METRICS
+
+    load_all()
+    path = tmp_path / "global-messages-db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE messageAttributes (attributeID INTEGER, value INTEGER, messageID INTEGER)")
+    conn.execute("INSERT INTO messageAttributes VALUES (58, 1, 1)")
+    conn.execute("CREATE VIEW msgs AS SELECT id, folderID FROM m2")  # views of plain SQL still work
+    conn.execute("CREATE TABLE m2 (id INTEGER, folderID INTEGER)")
+    conn.execute("CREATE VIEW messages AS SELECT * FROM msgs")
+    conn.execute("INSERT INTO m2 VALUES (1, 13)")
+    conn.commit()
+    conn.close()
+    assert METRICS.get("run_sqlite3")(str(path), {"sql": THUNDERBIRD_SQL}) == 1.0

@@ -118,9 +118,14 @@ def answer_paths(tasks: Sequence[Task], cache_dir: Path) -> list[Path]:
     return sorted(paths)
 
 
-def make_provider(provider: Any, network: bool, kwargs: Mapping[str, Any]) -> Any:
-    """A provider instance from a name in ``PROVIDERS`` (or an instance, passed through)."""
+def make_provider(provider: Any, network: bool, kwargs: Mapping[str, Any], bounds: Any = None) -> Any:
+    """A provider instance from a name in ``PROVIDERS`` (or an instance, passed through).
+
+    ``bounds`` (issue 35) go to the local provider; a VM is bounded by its own size, so bounds
+    for another provider are a ConfigError rather than silently ignored."""
     if not isinstance(provider, str):
+        if bounds is not None:
+            raise ConfigError("bounds: give them to the provider instance's constructor, not to OSWorld-v0")
         return provider
     from guigym.envs.desktop.providers import get_provider_class
 
@@ -128,6 +133,13 @@ def make_provider(provider: Any, network: bool, kwargs: Mapping[str, Any]) -> An
     kw = dict(kwargs)
     if provider == "local":
         kw.setdefault("network", network)
+        if bounds is not None:
+            if "bounds" in kw:
+                raise ConfigError("bounds: given both as an OSWorld-v0 argument and in provider_kwargs")
+            kw["bounds"] = bounds
+    elif bounds is not None:
+        raise ConfigError(f"bounds: only the local provider takes them; a {provider!r} desktop is bounded "
+                          f"by its VM or container size")
     return cls(**kw)
 
 
@@ -151,6 +163,9 @@ class OSWorldEnv(GUIEnv):
         observe_a11y: collect the a11y tree; when False (also settable between steps as
             ``env.unwrapped.observe_a11y``) ``a11y`` is ``""`` and the AT-SPI walk is skipped.
         client_password: the ``{CLIENT_PASSWORD}`` value (the sandbox's sudo password).
+        bounds: what the local desktop's agent zone may use (processes, memory, disk, CPU, open
+            files): a mapping of :class:`~guigym.envs.desktop.providers.bounds.DesktopBounds`
+            fields over its safe defaults, or False for none (docs/security.md, "Resource bounds").
         settle_s: pause after each action before observing, so the UI can repaint.
     """
 
@@ -163,7 +178,7 @@ class OSWorldEnv(GUIEnv):
                  allow_pyautogui_code: bool = False, cache_dir: Union[str, Path, None] = None,
                  screen_size: Optional[tuple[int, int]] = None, observe_terminal: bool = True,
                  observe_a11y: bool = True,
-                 client_password: str = "password", settle_s: float = 0.05,
+                 client_password: str = "password", settle_s: float = 0.05, bounds: Any = None,
                  render_mode: Optional[str] = None, info_timings: bool = False) -> None:
         selected = select_tasks(task, tasks, suite)
         super().__init__(selected, dialect=dialect, max_steps=max_steps, render_mode=render_mode,
@@ -174,7 +189,7 @@ class OSWorldEnv(GUIEnv):
         self.settle_s = float(settle_s)
         self.observe_terminal = observe_terminal
         self.observe_a11y = bool(observe_a11y)
-        self.provider = make_provider(provider, self.network, provider_kwargs or {})
+        self.provider = make_provider(provider, self.network, provider_kwargs or {}, bounds)
         self.provider_name = str(getattr(self.provider, "name", provider))
         if allow_pyautogui_code:
             if dialect != "pyautogui":
@@ -337,6 +352,8 @@ class OSWorldEnv(GUIEnv):
                 "state_dir": str(getattr(p, "state_dir", "") or ""), "screen_size": self.screen_size}
         if getattr(p, "accel_name", ""):
             info["accel"] = p.accel_name  # e.g. "kvm (default cpu)" after a nested-host fallback
+        if getattr(p, "bounds_report", None):
+            info["bounds"] = dict(p.bounds_report)  # how each resource bound is enforced here
         return info
 
     # ---- Gymnasium API --------------------------------------------------------------------------

@@ -51,10 +51,15 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 from guigym.core.errors import ConfigError, EnvInfraError
 from guigym.envs.desktop.providers import PROVIDERS
 from guigym.envs.desktop.providers.base import Provider
+from guigym.envs.desktop.providers import cgroups as cg
+from guigym.envs.desktop.providers.bounds import (
+    FALLBACK_NICE, MIB, DesktopBounds, can_mount_tmpfs, cgroup_limits, describe, desktop_cpu_weight, enter_argv,
+    rlimit_args,
+)
 from guigym.envs.desktop.providers.display import DisplayLock
 from guigym.envs.desktop.providers.home import prepare_template
 from guigym.envs.desktop.providers.sandbox import (
-    GROUP, PASSWD, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_RUN, SANDBOX_SERVER_DIR,
+    GROUP, PASSWD, SANDBOX_CGROUPS, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_RUN, SANDBOX_SERVER_DIR,
     SANDBOX_INFRA_HOME, SANDBOX_INIT, SANDBOX_TEMPLATE, SANDBOX_USER, SANDBOX_XDG_RUNTIME, SANDBOX_ZONE_TMP,
     ZONE_SUDO_SHA256, ZONE_XAUTHORITY, SandboxSpec, bwrap_argv, bwrap_problem, find_bwrap, zone_argv_head,
 )
@@ -281,6 +286,9 @@ class LocalProvider(Provider):
         server_argv: command of the in-desktop server inside the sandbox (default: guigym's
             server on :data:`SERVER_SOCKET`); tests may pass a stand-in.
         start_timeout_s / reset_timeout_s: limits of ``start()`` / ``revert()``.
+        bounds: what the agent zone may use (:class:`.bounds.DesktopBounds`, a mapping of its
+            fields, True/None for the defaults, False for none); how each is enforced on this
+            host is in :attr:`bounds_report` once started.
     """
 
     name = "local"
@@ -294,7 +302,8 @@ class LocalProvider(Provider):
                  ro_binds: Sequence[tuple[Union[str, Path], str]] = (),
                  server_argv: Optional[Sequence[str]] = None,
                  start_timeout_s: float = 60.0, reset_timeout_s: float = 30.0,
-                 client_timeout_s: float = 30.0) -> None:
+                 client_timeout_s: float = 30.0,
+                 bounds: Union[DesktopBounds, dict, bool, None] = None) -> None:
         super().__init__(client_password=client_password, screen_size=screen_size)
         w, h = self.screen_size
         if not (320 <= w <= 8192 and 200 <= h <= 8192):
@@ -323,6 +332,11 @@ class LocalProvider(Provider):
         self._ns_init_pid: Optional[int] = None
         self._run_as: Optional[tuple[int, int]] = None
         self._lock = threading.RLock()
+        self.bounds = DesktopBounds.from_any(bounds)
+        #: bound -> how it is enforced on this host (set by ``start``)
+        self.bounds_report: dict[str, str] = {}
+        self._cgroups: Optional[cg.DesktopCgroups] = None
+        self._disk_mount: Optional[Path] = None
 
     # ------------------------------------------------------------------ host paths
     @property
@@ -335,7 +349,13 @@ class LocalProvider(Provider):
     def home_dir(self) -> Path:
         """Host side of ``/home/user``."""
         assert self.state_dir is not None, "not started"
-        return self.state_dir / "home"
+        return self.state_dir / "disk" / "home"
+
+    @property
+    def zone_tmp_dir(self) -> Path:
+        """Host side of the agent zone's ``/tmp`` (on the same quota as HOME)."""
+        assert self.state_dir is not None, "not started"
+        return self.state_dir / "disk" / "tmp"
 
     @property
     def server_socket(self) -> Path:
@@ -377,7 +397,8 @@ class LocalProvider(Provider):
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"guigym-desktop-{self.display}-", dir=root))
         os.chmod(self.state_dir, 0o700)
         run = self.run_dir
-        for d in (self.home_dir, self.state_dir / "tmp", self.state_dir / "zone-tmp", run, run / "logs",
+        self._setup_disk()
+        for d in (self.home_dir, self.state_dir / "tmp", self.zone_tmp_dir, run, run / "logs",
                   self.state_dir / "etc"):
             d.mkdir(parents=True, exist_ok=True)
         template = prepare_template(self.state_dir / "template", self.home_template)
@@ -426,7 +447,11 @@ class LocalProvider(Provider):
         bwrap = find_bwrap() or "bwrap"
         # the agent zone sees only the system directories, so every extra bind (the interpreter
         # behind `python`, a dataset cache) is bound again for it
-        cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds])
+        cgroup_binds = self._setup_cgroups()
+        b = self.bounds
+        cfg["zone_argv"] = zone_argv_head(bwrap, [inside for _, inside in ro_binds],
+                                          tmpfs_bytes=b.disk_mib * MIB if b.enabled else None)
+        cfg["bounds_enter"] = self._enter_argv([inside for _, inside in cgroup_binds])
         _write_private(run / "config.json", json.dumps(cfg, indent=1))
         aliases: list[Path] = []
         server_dir = SERVER_DIR if SERVER_DIR.is_dir() else run / "logs"
@@ -447,17 +472,21 @@ class LocalProvider(Provider):
                     aliases.append(host)
         rfd, wfd = os.pipe()
         spec = SandboxSpec(
-            home_dir=self.home_dir, tmp_dir=self.state_dir / "tmp", zone_tmp_dir=self.state_dir / "zone-tmp",
+            home_dir=self.home_dir, tmp_dir=self.state_dir / "tmp", zone_tmp_dir=self.zone_tmp_dir,
             run_dir=run,
             server_dir=server_dir, bin_dir=bin_dir, init_script=init_script, template_dir=template,
             passwd_file=self.state_dir / "etc/passwd", group_file=self.state_dir / "etc/group",
             command=[SYSTEM_PYTHON, "-I", SANDBOX_INIT, f"{SANDBOX_RUN}/config.json"],
             env=self._sandbox_env(python), network=self.network, hostname=self.hostname,
             hide=[*hide, Path(_ALIAS_DIR)] if aliases else hide, ro_binds=ro_binds, info_fd=wfd, bwrap=bwrap,
+            rw_binds=cgroup_binds,
+            unshare_cgroup=not (self._cgroups is not None and self._cgroups.host.version == 2),
         )
         argv = bwrap_argv(spec)
         if self._run_as is not None:  # never host root inside (issue 10, item 2)
             argv = _drop_to(self._run_as, aliases, argv)
+        if self._cgroups is not None:  # the sandbox starts in infra/; the zone moves to agent/
+            argv = enter_argv(self._cgroups.procs("infra"), (), None) + argv
         with open(run / "logs" / "init.log", "ab") as out:
             if self._run_as is not None:
                 os.fchown(out.fileno(), *self._run_as)
@@ -643,12 +672,93 @@ class LocalProvider(Provider):
                 log.error("bwrap %d did not exit after SIGKILL", proc.pid)
         self._ns_init_pid = None
         _live.discard(self)
+        self._teardown_bounds()
         if self.state_dir is not None and self.state_dir.exists():
             shutil.rmtree(self.state_dir, onerror=force_remove)
         self.state_dir = None
         if self._display_lock is not None:
             self._display_lock.release()
             self._display_lock = None
+
+    # ------------------------------------------------------------------ bounds (issue 35)
+    def _setup_disk(self) -> None:
+        """HOME and the zone's /tmp on one tmpfs of ``disk_mib`` (needs root; else per-file
+        RLIMIT_FSIZE only, see :mod:`.bounds`)."""
+        assert self.state_dir is not None
+        disk = self.state_dir / "disk"
+        disk.mkdir(mode=0o700, exist_ok=True)
+        if not self.bounds.enabled or not can_mount_tmpfs():
+            return
+        owner = self._run_as or (os.geteuid(), os.getegid())
+        opts = f"size={self.bounds.disk_mib}m,mode=0700,uid={owner[0]},gid={owner[1]},nosuid,nodev"
+        out = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "guigym-desktop-disk", str(disk)],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            log.warning("local desktop: no disk quota (mount tmpfs failed: %s); per-file limit only",
+                        out.stderr.strip())
+            return
+        self._disk_mount = disk
+
+    def _setup_cgroups(self) -> list[tuple[Path, str]]:
+        """Make the desktop's cgroups when the host allows; (host dir, sandbox path) rw binds of
+        the agent cgroup for the infra zone (empty without cgroups)."""
+        self._cgroups = None
+        if not self.bounds.enabled:
+            return []
+        host = cg.detect()
+        if host.version:
+            owner = self._run_as or (os.geteuid(), os.getegid())
+            try:
+                self._cgroups = cg.DesktopCgroups(host, f"{cg.PREFIX}{os.getpid()}-{self.display}-{secrets.token_hex(3)}", owner,
+                                                  cgroup_limits(self.bounds, host.version),
+                                                  desktop_cpu_weight(host.version))
+            except OSError as exc:
+                log.warning("local desktop: cannot make cgroups (%s); falling back to rlimits", exc)
+        if host.problem:
+            log.info("local desktop bounds: %s", host.problem)
+        return [(d, f"{SANDBOX_CGROUPS}/{i}") for i, d in
+                enumerate(self._cgroups.agent_dirs() if self._cgroups else [])]
+
+    def _enter_argv(self, cgroup_dirs: Sequence[str]) -> list[str]:
+        """The argv prefix that puts an agent-zone process inside the bounds (sandbox paths)."""
+        ctrls = sorted(self._cgroups.host.dirs) if self._cgroups else []
+        disk = self._disk_mount is not None
+        version = self._cgroups.host.version if self._cgroups else 0
+        self.bounds_report = describe(self.bounds, version, ctrls, disk)
+        if not self.bounds.enabled:
+            return []
+        nice = FALLBACK_NICE if "cpu" not in ctrls else None
+        return enter_argv([f"{d}/cgroup.procs" for d in cgroup_dirs], rlimit_args(self.bounds, ctrls, disk), nice)
+
+    def _teardown_bounds(self) -> None:
+        if self._disk_mount is not None:
+            out = subprocess.run(["umount", str(self._disk_mount)], capture_output=True, timeout=30)
+            if out.returncode != 0:  # a process of ours still has it open: detach it now
+                subprocess.run(["umount", "-l", str(self._disk_mount)], capture_output=True, timeout=30)
+            self._disk_mount = None
+        if self._cgroups is not None:
+            self._cgroups.remove()
+            self._cgroups = None
+
+    def bound_events(self) -> dict[str, int]:
+        """How often the agent zone hit each cgroup bound so far (``pids.events`` max,
+        ``memory.failcnt`` / ``memory.events`` oom_kill); {} without cgroups."""
+        out: dict[str, int] = {}
+        if self._cgroups is None:
+            return out
+        for ctrl, fname, key in (("pids", "pids.events", "max"), ("memory", "memory.events", "oom_kill"),
+                                 ("memory", "memory.failcnt", None)):
+            text = self._cgroups.read(ctrl, fname)
+            if text is None:
+                continue
+            if key is None:
+                out["memory.failcnt"] = int(text.strip() or 0)
+            else:
+                for line in text.splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == key:
+                        out[f"{fname}:{key}"] = int(v)
+        return out
 
     # ------------------------------------------------------------------ conveniences
     def terminal_text(self) -> Optional[str]:

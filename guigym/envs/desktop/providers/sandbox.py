@@ -17,6 +17,7 @@ Layout of the INFRA zone (``SandboxSpec`` fields in brackets are host paths):
 ``/run/guigym``            [run_dir] server socket, token, control socket, tmux socket,
                            Xauthority, config, logs, the infra's own HOME; rw
 ``/run/guigym-zone/tmp``   [zone_tmp_dir] the agent zone's /tmp (restored on reset)
+``/run/guigym-cg/<i>``     [rw_binds] the agent cgroup, one per hierarchy (infra only), rw
 ``/run/user/1000``         XDG_RUNTIME_DIR of the infra (its D-Bus, AT-SPI), private tmpfs
 ``/run/guigym-sys/server``     the in-desktop server package (read-only)
 ``/run/guigym-sys/bin``        shims put first on PATH: sudo, python, python3 (read-only)
@@ -55,6 +56,7 @@ SANDBOX_BIN = f"{SANDBOX_OPT}/bin"
 SANDBOX_INIT = f"{SANDBOX_OPT}/init.py"
 SANDBOX_TEMPLATE = f"{SANDBOX_OPT}/template"
 SANDBOX_ZONE_TMP = "/run/guigym-zone/tmp"  # the infra's view of the agent zone's /tmp
+SANDBOX_CGROUPS = "/run/guigym-cg"  # the infra's view of the agent cgroups (providers/bounds.py)
 SANDBOX_INFRA_HOME = f"{SANDBOX_RUN}/infra-home"  # HOME of infra processes (openbox, xterm)
 #: What the agent zone sees of the infra's files (read-only): sudo's hash and the X cookie.
 ZONE_SUDO_SHA256 = f"{SANDBOX_OPT}/sudo.sha256"
@@ -97,13 +99,19 @@ class SandboxSpec:
     ro_bind_fds: Sequence[tuple[int, str]] = ()
     info_fd: Optional[int] = None
     bwrap: str = "bwrap"
+    #: (host path, sandbox path) read-write binds made last (the agent cgroups' directories)
+    rw_binds: Sequence[tuple[Path, str]] = ()
+    #: a cgroup namespace for the sandbox; off with cgroup v2 bounds, whose agent cgroup is a
+    #: sibling of the sandbox's (outside a namespace rooted at the sandbox's own cgroup)
+    unshare_cgroup: bool = True
 
 
 def bwrap_argv(spec: SandboxSpec) -> list[str]:
     """The full ``bwrap ... -- command`` argv for ``spec`` (no shell involved)."""
     argv = [spec.bwrap,
             "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            *(["--unshare-cgroup-try"] if spec.unshare_cgroup else []),
             "--hostname", spec.hostname,
             "--die-with-parent", "--new-session",
             "--ro-bind", "/", "/",
@@ -136,6 +144,8 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
         argv += ["--ro-bind", str(host), inside]
     for fd, inside in spec.ro_bind_fds:
         argv += ["--ro-bind-fd", str(fd), inside]
+    for host, inside in spec.rw_binds:
+        argv += ["--bind", str(host), inside]
     # a hidden path inside a bound tree (guigym installed into the venv whose interpreter the
     # sandbox keeps) is hidden after the bind, on top of it: hiding it first would be undone
     for path in spec.hide:
@@ -173,7 +183,8 @@ def system_root_args(root: str = "/") -> list[str]:
     return args
 
 
-def zone_argv_head(bwrap: str = "bwrap", rebinds: Sequence[str] = ()) -> list[str]:
+def zone_argv_head(bwrap: str = "bwrap", rebinds: Sequence[str] = (),
+                   tmpfs_bytes: Optional[int] = None) -> list[str]:
     """The agent zone's ``bwrap`` options (paths as the INFRA zone sees them).
 
     The init appends ``--info-fd``, the environment and the command at every reset. The zone gets
@@ -186,13 +197,15 @@ def zone_argv_head(bwrap: str = "bwrap", rebinds: Sequence[str] = ()) -> list[st
     private ``/dev/shm``. Sockets of the infra the agent must reach are bound read-only, so it can
     connect to them but never replace them: the X socket dir (when Xvfb made one; it usually listens on an abstract socket only) and the AT-SPI bus. ``rebinds``: infra
     paths outside the system directories that must stay visible (the interpreter behind
-    ``python``, extra read-only binds).
+    ``python``, extra read-only binds). ``tmpfs_bytes``: size of each of the zone's own tmpfs
+    (``/dev/shm``, ``/run``, ``/var/tmp``; the kernel's default is half the RAM), the disk bound.
     """
+    size = ["--size", str(tmpfs_bytes)] if tmpfs_bytes else []
     argv = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--unshare-pid", "--as-pid-1", "--die-with-parent", "--new-session",
             *system_root_args(),
-            "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
-            "--tmpfs", "/run", "--tmpfs", "/var/tmp",
+            "--dev-bind", "/dev", "/dev", *size, "--tmpfs", "/dev/shm", "--proc", "/proc",
+            *size, "--tmpfs", "/run", *size, "--tmpfs", "/var/tmp",
             "--bind", SANDBOX_HOME, SANDBOX_HOME,
             "--bind", SANDBOX_ZONE_TMP, "/tmp",
             "--ro-bind-try", "/tmp/.X11-unix", "/tmp/.X11-unix",

@@ -499,7 +499,9 @@ class Init:
     def make_zone(self, timeout: float = 10.0) -> tuple[subprocess.Popen, dict]:
         """Start an agent zone (nested bwrap); returns it once its D-Bus is up."""
         info_r, info_w = os.pipe()
-        argv = [*self.cfg["zone_argv"], "--info-fd", str(info_w), "--clearenv"]
+        # bounds_enter (providers/bounds.py): join the agent cgroups, lower rlimits, then bwrap,
+        # so the zone's pid 1 and all it starts are inside the agent's bounds
+        argv = [*self.cfg.get("bounds_enter", []), *self.cfg["zone_argv"], "--info-fd", str(info_w), "--clearenv"]
         for key, value in sorted(self.zone_env.items()):
             argv += ["--setenv", key, str(value)]
         argv += ["--", "/usr/bin/python3", "-I", "-S", "-c", ZONE_INIT.replace("PULSE_VOLUME", str(PULSE_VOLUME))]
@@ -514,7 +516,8 @@ class Init:
                 raise RuntimeError(f"the agent zone did not start: {line!r} ({self.log_tail('zone')})")
             pid = int(info["child-pid"])
             zone_info = {"pid": pid, "pidns": os.stat(f"/proc/{pid}/ns/pid").st_ino,
-                         "env": self.zone_env, "home": self.cfg["home"]}
+                         "env": self.zone_env, "home": self.cfg["home"],
+                         "enter": list(self.cfg.get("bounds_enter", []))}
         except BaseException:
             self.kill_zone_proc(zone, info.get("child-pid"))
             raise
@@ -527,9 +530,10 @@ class Init:
         return self.zone is not None
 
     def zone_exec_argv(self, argv: list, cwd: str) -> list:
-        """``argv`` run inside the agent zone as its uid, with only the zone's environment."""
+        """``argv`` run inside the agent zone as its uid, with only the zone's environment and
+        inside the agent's bounds."""
         pid = str(self.zone_info["pid"])
-        return ["nsenter", "-t", pid, "-U", "-m", "-p", "--preserve-credentials", "--",
+        return [*self.cfg.get("bounds_enter", []), "nsenter", "-t", pid, "-U", "-m", "-p", "--preserve-credentials", "--",
                 "/usr/bin/env", "-i", "-C", cwd, *[f"{k}={v}" for k, v in sorted(self.zone_env.items())],
                 *argv]
 

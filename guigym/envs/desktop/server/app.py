@@ -375,7 +375,7 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
                     break
         try:
             p = zone.popen(command, shell=shell, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+                           stderr=subprocess.DEVNULL, start_new_session=True, bounded=True)
         except (OSError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, str(exc)) from None
         self.desk.children.append(p)
@@ -402,7 +402,7 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
         else:
             raise HTTPError(404, f"Application/file not found: {path}")
         p = zone.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, start_new_session=True)
+                       stderr=subprocess.DEVNULL, start_new_session=True, bounded=True)
         self.desk.children.append(p)
         if self.desk.windows.wait_for([c for c in candidates if c], timeout) is None:
             raise HTTPError(500, f"Failed to find window for {candidates} within {timeout:g} seconds.")

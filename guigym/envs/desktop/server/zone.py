@@ -91,8 +91,12 @@ def _open_namespaces(zone: dict) -> list[int]:
     return fds
 
 
-def _enter(argv: Sequence[str], cwd: Optional[str]) -> tuple[list[str], list[int]]:
-    """(argv that runs ``argv`` in the zone, fds to pass) or (argv, []) with no zone."""
+def _enter(argv: Sequence[str], cwd: Optional[str], bounded: bool = False) -> tuple[list[str], list[int]]:
+    """(argv that runs ``argv`` in the zone, fds to pass) or (argv, []) with no zone.
+
+    ``bounded``: inside the agent's resource bounds too (zone.json's ``enter`` prefix: agent
+    cgroups, rlimits), for processes the agent can drive (apps a setup launches). Commands the
+    server waits for stay outside, so a zone at its bound can still be verified (issue 35)."""
     zone = load()
     if zone is None:
         return list(argv), []
@@ -107,7 +111,8 @@ def _enter(argv: Sequence[str], cwd: Optional[str]) -> tuple[list[str], list[int
             zone = load() or {}
     env = zone.get("env") or {}
     options = ("--user", "--mount", "--pid")  # nsenter's names for NAMESPACES
-    wrapped = ["nsenter", *[f"{opt}=/proc/self/fd/{fd}" for opt, fd in zip(options, fds)],
+    head = list(zone.get("enter") or []) if bounded else []
+    wrapped = [*head, "nsenter", *[f"{opt}=/proc/self/fd/{fd}" for opt, fd in zip(options, fds)],
                "--preserve-credentials", "--", "/usr/bin/env", "-i", "-C", cwd or zone.get("home") or "/",
                *[f"{k}={v}" for k, v in sorted(env.items())], *argv]
     return wrapped, fds
@@ -117,9 +122,11 @@ def _argv(command: Any, shell: bool) -> list[str]:
     return ["/bin/sh", "-c", command] if shell else list(command)
 
 
-def popen(command: Any, shell: bool = False, cwd: Optional[str] = None, **kw: Any) -> subprocess.Popen:
-    """``subprocess.Popen`` of ``command`` (argv list, or a string with ``shell``) in the zone."""
-    argv, fds = _enter(_argv(command, shell), cwd)
+def popen(command: Any, shell: bool = False, cwd: Optional[str] = None, bounded: bool = False,
+          **kw: Any) -> subprocess.Popen:
+    """``subprocess.Popen`` of ``command`` (argv list, or a string with ``shell``) in the zone;
+    ``bounded``: inside the agent's resource bounds (see :func:`_enter`)."""
+    argv, fds = _enter(_argv(command, shell), cwd, bounded)
     try:
         if fds:
             return subprocess.Popen(argv, pass_fds=fds, **kw)

@@ -91,7 +91,8 @@ def run_sqlite3(result: Optional[str], rules: Mapping[str, Any], **options: Any)
     file ``result``.
 
     The database comes from the agent: it is opened read-only and immutable (no journal, no
-    writes, no locks), and a query that runs past ~10^9 sqlite VM steps is interrupted. The SQL
+    writes, no locks) with ``trusted_schema=OFF`` (SQL in its schema cannot call functions that
+    are not innocuous), and a query that runs past ~10^9 sqlite VM steps is interrupted. The SQL
     comes from the task file. No row, a non-number, a broken database or an interrupted query
     scores 0 (upstream raises on some of these).
     """
@@ -110,6 +111,9 @@ def run_sqlite3(result: Optional[str], rules: Mapping[str, Any], **options: Any)
         log.info("run_sqlite3: cannot open %s: %s", result, e)
         return 0.0
     try:
+        # the schema is the agent's: its views, triggers and generated columns may call only
+        # innocuous functions (sqlite.org/lang_pragma.html#pragma_trusted_schema; issue 35)
+        conn.execute("PRAGMA trusted_schema=OFF")
         conn.set_progress_handler(progress, _SQLITE_CHECK_EVERY)
         row = conn.execute(rules["sql"]).fetchone()
         return float(row[0] or 0) if row else 0.0
