@@ -100,6 +100,16 @@ AGENT_MODULE = textwrap.dedent('''
         return Parrot(action=action)
 
 
+    class Bare:
+        """No constructor arguments at all (not even the seed)."""
+
+        def reset(self, task_info):
+            pass
+
+        def act(self, obs):
+            return "done()"
+
+
     NOT_AN_AGENT = object()
 ''')
 
@@ -121,6 +131,7 @@ def test_agent_spec_module_factory_loads_any_agent(agent_module):
     assert agent.name == f"{agent_module}:Parrot"  # the protocol's name, defaulted to the spec
     # a factory that takes no seed gets none; an option it does not take is named
     assert make_agent(f"{agent_module}:no_seed", seed=3, action="done()").act({}) == "done()"
+    assert make_agent(f"{agent_module}:Bare", seed=3).act({}) == "done()"
     with pytest.raises(ValueError, match="takes no option 'colour'"):
         make_agent(f"{agent_module}:Parrot", seed=0, colour="red")
     with pytest.raises(ValueError, match="is not an agent"):

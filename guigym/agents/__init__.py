@@ -35,8 +35,8 @@ def load_agent(spec: str, **kwargs):
     object with ``reset(task_info)`` and ``act(obs) -> str`` (the :class:`Agent` protocol; ``name``
     defaults to the spec), called with the keyword arguments it accepts of ``kwargs`` (``seed``,
     then every ``--agent-opt``: an option it does not take is an error naming it), or an agent
-    object itself (used as is). ValueError naming the spec when it cannot be imported or is
-    not an agent."""
+    object itself (used as is: the same object for every env, so only with one env or a
+    stateless agent). ValueError naming the spec when it cannot be imported or is not an agent."""
     import importlib
     import inspect
 
@@ -52,10 +52,10 @@ def load_agent(spec: str, **kwargs):
     agent = obj
     if inspect.isclass(obj) or (callable(obj) and not _is_agent(obj)):
         try:
-            params = inspect.signature(obj).parameters
+            params = dict(inspect.signature(obj).parameters)
+            takes_all = any(p.kind == p.VAR_KEYWORD for p in params.values())
         except (TypeError, ValueError):  # a builtin without a signature: pass everything
-            params = {}
-        takes_all = not params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+            params, takes_all = {}, True
         opts = dict(kwargs)
         if "seed" in opts and not takes_all and "seed" not in params:
             opts.pop("seed")  # the eval seed is offered, not imposed
