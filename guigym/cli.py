@@ -3,7 +3,10 @@
     guigym eval --env MiniWoB-v0 --tasks click-test,enter-text --agent oracle --num-envs 2 \\
                 --episodes 5 --out runs/demo
     guigym eval ... --backend ray [--ray-address auto] [--ray-resource desktop=1]   # envs as Ray actors
-    guigym tasks list --env MiniWoB-v0
+    guigym tasks list --env MiniWoB-v0     # --env WebArena-v0 [--embedded NAME|all [--available]]
+    guigym eval --env WebArena-v0 --embedded fossil --agent package.module:Factory --out runs/wa
+    guigym eval --env OSWorld-v0 --suite DIR --out runs/os    # every OSWorld task file in DIR
+    guigym android standin           # the stand-in Android device; prints its serial
     guigym serve --model PATH --port 8000 --api-key TOKEN   # OpenAI-compatible server
     guigym report runs/demo          # rebuild runs/demo/report.html and results.csv
     guigym report --train runs/grpo  # learning curves of a training run: learning_curve.png + a table
@@ -296,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--suite", help="MiniWoB-v0: 'all' (every regular task), 'flight', or 'oracle' (tasks the oracle "
                                    "solves); OSWorld-v0: 'embedded' or a folder of OSWorld task files")
     _add_embedded_flags(e)
-    e.add_argument("--agent", default="random", help="agent spec: random, noop, oracle, or NAME:TARGET for agents that take one")
+    e.add_argument("--agent", default="random", help="agent spec: random, noop, oracle, NAME:TARGET for agents that take "
+                                                     "one (openai:URL, hf:PATH, replay:DIR), or package.module:Factory "
+                                                     "for your own")
     e.add_argument("--agent-opt", action="append", metavar="KEY=VALUE",
                    help="agent constructor option, repeatable (e.g. history=2, dialect=uitars, max_new_tokens=64)")
     e.add_argument("--env-opt", action="append", metavar="KEY=VALUE",
