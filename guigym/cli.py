@@ -3,7 +3,10 @@
     guigym eval --env MiniWoB-v0 --tasks click-test,enter-text --agent oracle --num-envs 2 \\
                 --episodes 5 --out runs/demo
     guigym eval ... --backend ray [--ray-address auto] [--ray-resource desktop=1]   # envs as Ray actors
-    guigym tasks list --env MiniWoB-v0
+    guigym tasks list --env MiniWoB-v0     # --env WebArena-v0 [--embedded NAME|all [--available]]
+    guigym eval --env WebArena-v0 --embedded fossil --agent package.module:Factory --out runs/wa
+    guigym eval --env OSWorld-v0 --suite DIR --out runs/os    # every OSWorld task file in DIR
+    guigym android standin           # the stand-in Android device; prints its serial
     guigym serve --model PATH --port 8000 --api-key TOKEN   # OpenAI-compatible server
     guigym report runs/demo          # rebuild runs/demo/report.html and results.csv
     guigym report --train runs/grpo  # learning curves of a training run: learning_curve.png + a table
@@ -51,6 +54,45 @@ def _suite_env_opts(env_id: str, suite: Optional[str], env_opts: dict[str, objec
     elif env_id != "MiniWoB-v0":
         raise ConfigError(f"--suite: {env_id} has no suites here (MiniWoB-v0: all, flight, oracle; OSWorld-v0: "
                           "embedded or a folder of task files); use --tasks or the env's own option")
+
+
+def _embedded_sites(given: Sequence[str], available_only: bool) -> list[str]:
+    """``--embedded`` values -> the WebArena sites to run. A site that cannot run here is reported
+    on stderr as skipped, with its reason; unless ``--available`` asked for only what can run,
+    any skipped site is a ConfigError (exit 2), and so is having nothing left to run."""
+    from guigym.core.errors import ConfigError
+    from guigym.envs.web.webarena.sites import select, suite_task_count
+
+    names, skipped = select(given)
+    for name, why in skipped.items():
+        print(f"skipped: embedded site {name} ({suite_task_count(name)} tasks): cannot run here, {why}",
+              file=sys.stderr)
+    if skipped and not available_only:
+        raise ConfigError(f"--embedded: {len(skipped)} of the {len(names) + len(skipped)} sites asked for cannot "
+                          f"run here ({', '.join(skipped)}, see above); install what they need, or pass "
+                          f"--available to run only the {len(names)} that can")
+    if not names:
+        raise ConfigError("--embedded: none of the sites asked for can run here (see above)")
+    return names
+
+
+def _embedded_env_opts(env_id: str, embedded: Optional[list[str]], available_only: bool,
+                       env_opts: dict[str, object]) -> None:
+    """``--embedded NAME|all`` of WebArena-v0 is the env's ``embedded`` option (the sites it starts,
+    whose suites are the tasks); a different ``--env-opt embedded=`` or another env is a ConfigError."""
+    from guigym.core.errors import ConfigError
+
+    if not embedded:
+        if available_only:
+            raise ConfigError("--available goes with --embedded (WebArena-v0's embedded sites)")
+        return
+    if env_id != "WebArena-v0":
+        raise ConfigError(f"--embedded: only WebArena-v0 has embedded sites, not {env_id}")
+    names = _embedded_sites(embedded, available_only)
+    if "embedded" in env_opts and env_opts["embedded"] != names:
+        raise ConfigError(f"--embedded {','.join(names)} and --env-opt embedded={env_opts['embedded']!r} differ; "
+                          "give one")
+    env_opts["embedded"] = names
 
 
 def _kv_opts(pairs: Optional[list[str]], flag: str = "--agent-opt") -> dict[str, object]:
@@ -112,6 +154,7 @@ def _eval_config(args: argparse.Namespace) -> "EvalConfig":
     try:
         env_opts = _kv_opts(args.env_opt, "--env-opt")
         _suite_env_opts(args.env, args.suite, env_opts)
+        _embedded_env_opts(args.env, args.embedded, args.available, env_opts)
         env_kwargs = dict(env_opts)
         if args.max_steps:
             env_kwargs["max_steps"] = args.max_steps
@@ -233,14 +276,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    """``guigym tasks list``: one task id a line. WebArena-v0 lists the suites of its embedded
+    sites (``--embedded``, default ``all``; exit 2 when one cannot run here, unless ``--available``)."""
     try:
-        ids = _task_ids(args.env, None, args.suite)
+        opts: dict[str, object] = {}
+        embedded = args.embedded or (["all"] if args.env == "WebArena-v0" else None)
+        _embedded_env_opts(args.env, embedded, args.available, opts)
+        ids = _task_ids(args.env, None, args.suite, opts)
     except ValueError as exc:  # ConfigError / TaskSpecError: an unknown env id or suite
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for t in ids:
         print(t)
     return 0
+
+
+def _add_embedded_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--embedded", action="append", metavar="NAME|all",
+                   help="WebArena-v0: run these embedded sites on loopback and their task suites (fossil, kiwix, "
+                        "spirit, oscar, map, comma-separated or repeated; all = every one)")
+    p.add_argument("--available", action="store_true",
+                   help="with --embedded: run only the sites this machine can run (the others are reported as "
+                        "skipped); without it a site that cannot run is an error (exit 2)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -251,8 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--env", default="MiniWoB-v0", help="registered env id (default: MiniWoB-v0)")
     g = e.add_mutually_exclusive_group()
     g.add_argument("--tasks", help="comma-separated task ids")
-    g.add_argument("--suite", help="'all' (every regular MiniWoB task), 'flight', or 'oracle' (tasks the oracle solves)")
-    e.add_argument("--agent", default="random", help="agent spec: random, noop, oracle, or NAME:TARGET for agents that take one")
+    g.add_argument("--suite", help="MiniWoB-v0: 'all' (every regular task), 'flight', or 'oracle' (tasks the oracle "
+                                   "solves); OSWorld-v0: 'embedded' or a folder of OSWorld task files")
+    _add_embedded_flags(e)
+    e.add_argument("--agent", default="random", help="agent spec: random, noop, oracle, NAME:TARGET for agents that take "
+                                                     "one (openai:URL, hf:PATH, replay:DIR), or package.module:Factory "
+                                                     "for your own")
     e.add_argument("--agent-opt", action="append", metavar="KEY=VALUE",
                    help="agent constructor option, repeatable (e.g. history=2, dialect=uitars, max_new_tokens=64)")
     e.add_argument("--env-opt", action="append", metavar="KEY=VALUE",
@@ -321,13 +382,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("action", choices=["list", "check", "coverage"],
                    help="coverage: what OSWorld task files need and lack here (see 'guigym tasks coverage --help')")
     t.add_argument("--env", default="MiniWoB-v0")
-    t.add_argument("--suite", default=None, help="MiniWoB: all | flight | oracle (default all); OSWorld: embedded")
+    t.add_argument("--suite", default=None, help="MiniWoB: all | flight | oracle (default all); OSWorld: embedded "
+                                                 "or a folder of task files")
+    _add_embedded_flags(t)
     t.set_defaults(func=cmd_tasks)
 
     # These own their flags (see their --help); main() hands them the rest of argv.
     sub.add_parser("train", help="GRPO-family training from a YAML recipe (see 'guigym train --help')", add_help=False)
     sub.add_parser("osworld", help="'osworld cache --tasks DIR': download or --import the files OSWorld tasks "
                                    "reference (see 'guigym osworld cache --help')", add_help=False)
+    sub.add_parser("android", help="'android standin': start the stand-in Android device with a screen set the "
+                                   "task suites run on (see 'guigym android --help')", add_help=False)
     sub.add_parser("doctor", help="what this machine has and lacks for each env and the trainer, with install hints "
                                   "(see 'guigym doctor --help')", add_help=False)
     return p
@@ -340,6 +405,7 @@ _DELEGATED = {
     ("tasks", "check"): ("guigym.envs.desktop.check", "main"),
     ("tasks", "coverage"): ("guigym.envs.desktop.coverage", "main"),
     ("osworld",): ("guigym.envs.desktop.cache", "main"),
+    ("android",): ("guigym.envs.android.standin_set", "main"),
 }
 #: ``guigym tasks check --env ID``: the checker of each env (default OSWorld-v0)
 _CHECKERS = {"OSWorld-v0": "guigym.envs.desktop.check", "WebArena-v0": "guigym.envs.web.webarena.check",

@@ -25,7 +25,7 @@ from guigym.core.dialect import MAX_ACTION_CHARS, format_action, parse_action
 from guigym.core.errors import ActionNotPossible, ActionParseError, EnvInfraError, TaskSpecError
 from guigym.core.paths import check_task_id
 from guigym.core.task import Task
-from guigym.envs.spaces import UnicodeText
+from guigym.envs.spaces import ActionText
 
 
 
@@ -67,7 +67,7 @@ class GUIEnv(gym.Env):
         self.render_mode = render_mode
         self.info_timings = info_timings
         self.timings: dict[str, float] = {}
-        self.action_space = UnicodeText(max_length=MAX_ACTION_CHARS)
+        self.action_space = ActionText(MAX_ACTION_CHARS, dialect=dialect, platform=self.platform)
         self.task: Optional[Task] = None
         self.episode_seed: Optional[int] = None
         self._steps = 0
@@ -211,6 +211,9 @@ class GUIEnv(gym.Env):
         obs = self._observe()
         self._broken, self._over = False, False
         self._last_obs = obs
+        shot = obs.get("screenshot")
+        if isinstance(self.action_space, ActionText) and getattr(shot, "ndim", 0) == 3:
+            self.action_space.screen = (int(shot.shape[1]), int(shot.shape[0]))  # sample() points on screen
         info = {
             "task_id": task.id, "domain": task.domain,
             "reference_steps": self._reference_steps(task), "instruction": obs.get("instruction", task.instruction), "seed": episode_seed,

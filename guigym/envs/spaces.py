@@ -39,6 +39,56 @@ class UnicodeText(Text):
         return 4 * self.max_length + 8  # worst case UTF-8 plus an int64 length prefix
 
 
+class ActionText(UnicodeText):
+    """Every GUIEnv's ``action_space``: any action string of at most ``max_length`` characters
+    (the dialects' limit), whose :meth:`sample` is a random *valid* action in the env's dialect
+    (a click or tap inside ``screen``, a short typed word, a key, a scroll, ...), a few dozen
+    characters, so ``env.step(env.action_space.sample())`` acts instead of costing a step on a
+    parse error. ``screen`` (width, height) is the last observation's screenshot size (the env
+    sets it at reset; 100x100 before). Seeded like any space (``action_space.seed(s)``)."""
+
+    WORDS = ("hello", "test", "Bob", "42", "yes", "blue")
+    KEYS = ("Enter", "Tab", "ArrowDown", "Backspace")
+
+    def __init__(self, max_length: int, dialect: str = "canonical", platform: str = "",
+                 screen: tuple[int, int] | None = None, seed: Any = None) -> None:
+        super().__init__(max_length=max_length, seed=seed)
+        self.dialect, self.platform, self.screen = dialect, platform, screen
+
+    def _candidates(self) -> list[Any]:
+        from guigym.core import actions as A
+
+        rng = self.np_random
+        w, h = self.screen or (100, 100)
+        x, y = int(rng.integers(w)), int(rng.integers(h))
+        word, key = str(rng.choice(self.WORDS)), str(rng.choice(self.KEYS))
+        dy = int(rng.choice([-100, 100]))
+        if self.platform == "android":
+            pool = [A.Tap(x=x, y=y), A.Swipe(x1=x, y1=y, x2=int(rng.integers(w)), y2=int(rng.integers(h))),
+                    A.Type(text=word), A.Back(), A.Home()]
+        else:
+            pool = [A.Click(x=x, y=y), A.Type(text=word), A.Press(key=key), A.Scroll(dy=dy)]
+        first = int(rng.integers(len(pool)))
+        # the drawn one first; the others in order for dialects that cannot print it (e.g.
+        # WebArena's has no click at a point), then a wait, which every dialect prints
+        return pool[first:] + pool[:first] + [A.Wait(seconds=1.0)]
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is not None or probability is not None:  # Gymnasium's character-level sampling
+            return super().sample(mask=mask, probability=probability)
+        from guigym.core.dialect import format_action
+
+        for action in self._candidates():
+            try:
+                return format_action(action, self.dialect)
+            except Exception:  # noqa: BLE001 - the dialect has no form for this action: the next
+                continue
+        return super().sample(mask=(min(self.max_length, 32), None))
+
+    def __repr__(self) -> str:
+        return f"ActionText({self.max_length}, dialect={self.dialect!r})"
+
+
 @shm.create_shared_memory.register(UnicodeText)
 def _create(space: UnicodeText, n: int = 1, ctx: Any = mp) -> Any:
     return ctx.Array(np.ctypeslib.as_ctypes_type(np.uint8), n * space.buffer_bytes)

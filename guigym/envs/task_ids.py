@@ -62,14 +62,25 @@ def resolve_task_ids(env_id: str, tasks: str | Iterable[str] | None, env_kwargs:
         from guigym.envs.web.webarena.tasks import load_configs, task_id
 
         config_file = kwargs.get("config_file")
+        embedded = kwargs.get("embedded")
+        if not config_file and embedded:  # the env runs the suites of the sites it starts
+            from guigym.envs.web.webarena.sites import EMBEDDED, available
+
+            sites = available() if embedded == "all" else [embedded] if isinstance(embedded, str) else list(embedded)
+            for site in sites:
+                if site not in EMBEDDED:
+                    raise ConfigError(f"embedded: no embedded site named {site!r}{did_you_mean(str(site), EMBEDDED)} "
+                                      f"(known: {', '.join(EMBEDDED)})")
+            config_file = [EMBEDDED[site].suite for site in sites]
         if not config_file:
-            raise TaskSpecError("WebArena-v0 needs its task configs (WebArena config JSON): --env-opt config_file=PATH "
-                                "in guigym eval, env.kwargs.config_file in a recipe")
+            raise TaskSpecError("WebArena-v0 needs its task configs: --embedded NAME|all (the embedded sites' suites) "
+                                "or --env-opt config_file=PATH (WebArena config JSON) in guigym eval; "
+                                "env.kwargs.embedded or env.kwargs.config_file in a recipe")
         files = [config_file] if isinstance(config_file, (str, Path)) else list(config_file)
         known = [task_id(c.task_id) for f in files for c in load_configs(f)]
         # "12" and "webarena.12" both name config task_id 12
         wanted = None if names is None else [n if n.startswith("webarena.") else task_id(n) for n in names]
-        return checked(known, wanted, str(config_file))
+        return checked(known, wanted, ", ".join(str(f) for f in files))
     if env_id == "AndroidLab-v0":
         from guigym.envs.android.androidlab_tasks import default_task_dir, load_dir
         from guigym.envs.android.env import ANDROIDLAB_SUITE

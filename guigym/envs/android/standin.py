@@ -21,7 +21,8 @@ from its node bounds and texts; ``input tap x y`` follows a screen-transition ta
 to the home screen. Command lines are split as ``sh`` splits them (:func:`split_commands`) and
 every command is recorded in :attr:`StandinDevice.commands` as its argv. Known commands:
 ``uiautomator dump``, ``cat``, ``screencap -p``, ``wm size``, ``input``, ``getprop``, ``settings``,
-``content query``, ``pm list packages``, ``monkey -p``, ``am``, ``date``, ``rm``, ``ls``,
+``content query``, ``pm list packages``, ``monkey -p``, ``am``, ``dumpsys activity activities`` (the
+current screen's package is the resumed activity), ``date``, ``rm``, ``ls``,
 ``mkdir -p``, ``find``, ``echo``; others answer ``/system/bin/sh: X: not found``. Files live in
 memory. In-process: ``with StandinDevice(...) as dev: dev.serial``; as a program (prints the port,
 serves until killed)::
@@ -506,6 +507,13 @@ class StandinDevice:
             else:
                 self._go(pkg)
                 text = "Events injected: 1"
+        elif name == "dumpsys" and args[:2] == ["activity", "activities"]:
+            # the current screen's app is the resumed activity (what AndroidWorld's validators read)
+            m = re.search(r'package="([\w.]+)"', self.screens[self.screen])
+            if m:
+                text = f"  mResumedActivity: ActivityRecord{{1a2b3c u0 {m.group(1)}/.MainActivity t1}}"
+            else:
+                text = ""
         elif name == "am":
             if args[:1] == ["broadcast"] and "ADB_INPUT_B64" in args and "--es" in args[:-2]:
                 self.typed.append(base64.b64decode(args[args.index("--es") + 2]).decode("utf-8"))

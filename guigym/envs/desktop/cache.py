@@ -1,7 +1,9 @@
 """Fill the OSWorld task cache so tasks that download files run offline.
 
 ``guigym osworld cache --tasks DIR [--cache-dir D] [--workers N]`` downloads every file the
-tasks under ``DIR`` reference; ``--import SRC`` copies them from a folder someone else filled.
+tasks under ``DIR`` reference; ``--import SRC`` copies them from a folder someone else filled
+(alone, from a folder in OSWorld's own cache layout, :func:`import_layout`; with ``--tasks``, also
+matched by the URLs' basenames, :func:`import_dir`).
 ``D`` is what :class:`~guigym.envs.desktop.env.OSWorldEnv` takes as ``cache_dir``; files go
 where the env looks for them:
 
@@ -42,7 +44,7 @@ from guigym.core.paths import confine
 from guigym.envs.desktop.evaluators.base import atomic_write, download_cache_path
 
 __all__ = ["CacheItem", "Manifest", "default_cache_dir", "download_targets", "cloud_file_targets",
-           "collect_items", "download_all", "import_dir", "main"]
+           "collect_items", "download_all", "import_dir", "import_layout", "main"]
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 16
@@ -336,6 +338,46 @@ def import_dir(items: Sequence[CacheItem], source: Path, cache_dir: Path) -> lis
     return outcomes
 
 
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def import_layout(source: Path, cache_dir: Path) -> list[Outcome]:
+    """Copy a folder in OSWorld's own cache layout into the cache, without the task files:
+    ``<uuid5>_<name>`` files (a ``download`` step's cache name, anywhere under ``source``) go to
+    ``setup/``, other files directly in a folder named by a task id (a UUID, OSWorld's
+    ``cache/<task id>/<dest>`` of a ``cloud_file``) to ``eval/<task id>/``. Other files are
+    left out (``--tasks`` matches those by the URLs' basenames)."""
+    import re
+
+    source = Path(source)
+    if not source.is_dir():
+        raise ConfigError(f"--import: {source} is not a directory")
+    setup_name, task_dir = re.compile(rf"{_UUID}_.+"), re.compile(_UUID)
+    manifest = Manifest(cache_dir)
+    outcomes: list[Outcome] = []
+    for found in sorted(source.rglob("*")):
+        if not found.is_file() or found.name.endswith(".part"):
+            continue
+        if setup_name.fullmatch(found.name):
+            rel = f"setup/{found.name}"
+        elif task_dir.fullmatch(found.parent.name):
+            rel = f"eval/{found.parent.name}/{found.name}"
+        else:
+            continue
+        item = CacheItem("", Path(cache_dir) / rel, rel, found.parent.name, rel.split("/")[0])
+        if manifest.verify(item) is True:
+            outcomes.append(Outcome(item, "present"))
+            continue
+        item.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = item.path.with_name(item.path.name + ".part")
+        shutil.copyfile(found, tmp)
+        os.replace(tmp, item.path)
+        manifest.record(item, sha256_file(item.path), item.path.stat().st_size)
+        outcomes.append(Outcome(item, "imported", str(found)))
+    manifest.save()
+    return outcomes
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -359,7 +401,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 description="download (or --import) every file OSWorld tasks reference into "
                                             "the cache OSWorldEnv(cache_dir=...) reads")
     p.add_argument("action", choices=["cache"])
-    p.add_argument("--tasks", required=True, help="OSWorld evaluation_examples dir, examples dir or index JSON")
+    p.add_argument("--tasks", default=None,
+                   help="OSWorld evaluation_examples dir, examples dir or index JSON (required to download; with "
+                        "--import it also matches files by their URLs' basenames)")
     p.add_argument("--cache-dir", default=None, help=f"cache folder (default {default_cache_dir()})")
     p.add_argument("--workers", type=int, default=4, help="parallel downloads")
     p.add_argument("--import", dest="import_dir", default=None, metavar="DIR",
@@ -369,6 +413,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     try:
+        if args.tasks is None:
+            if not args.import_dir:
+                raise ConfigError("--tasks DIR is needed to download (the task files name the URLs); "
+                                  "--import DIR alone copies a folder in OSWorld's cache layout")
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            outcomes = import_layout(Path(args.import_dir), cache_dir)
+            print(f"cache {cache_dir}: ", end="")
+            if not outcomes:
+                print(f"no file of {args.import_dir} is in OSWorld's cache layout (<uuid5>_<name>, "
+                      "<task id>/<name>); give --tasks DIR to match files by their URLs")
+                return 1
+            return _report(outcomes, sys.stdout)
         items = collect_items(Path(args.tasks), cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
         if args.import_dir:

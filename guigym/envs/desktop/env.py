@@ -156,7 +156,15 @@ class OSWorldEnv(GUIEnv):
             use the network only when this is True.
         allow_pyautogui_code: with ``dialect="pyautogui"`` on a VM provider, pyautogui code
             outside the safe subset runs inside the VM. Refused on the local provider.
-        cache_dir: host folder for downloads and getter files (default: a private temp dir).
+        cache_dir: host folder of the files tasks download (setup ``download`` steps and
+            ``cloud_file`` getters), the folder ``guigym osworld cache`` fills; default
+            ``$GUIGYM_DATA_DIR/osworld-cache`` or ``~/.cache/guigym/osworld-cache``
+            (:func:`~guigym.envs.desktop.cache.default_cache_dir`). Every file a task's setup and
+            evaluator need is looked up there at ``reset`` (fetched then when ``network``, else a
+            :class:`~guigym.envs.desktop.setup.MissingResourceError` naming the file, its URL
+            and the cache command), never first at ``done()``. What an episode's getters and
+            setup steps write goes to a private temp dir of the env (``work_dir``), so envs
+            sharing the cache never read each other's results.
         screen_size: (W, H) of the desktop; default: the provider's ``screen_size`` (asked from
             the desktop when the provider does not know it before starting).
         observe_terminal: add ``terminal`` (the focused terminal's text) to observations.
@@ -200,15 +208,16 @@ class OSWorldEnv(GUIEnv):
                     f"({', '.join(sorted(VM_PROVIDERS))}); the {self.provider_name!r} provider shares this "
                     f"machine's kernel, so only the parsed pyautogui subset is accepted there")
         self.allow_pyautogui_code = bool(allow_pyautogui_code)
-        self._tmp = None
-        if cache_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="guigym-osworld-")
-            cache_dir = self._tmp.name
-        self.cache_dir = Path(cache_dir)
+        from guigym.envs.desktop.cache import default_cache_dir
+
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        # per-episode outputs (getter copies, setup captures): private, never the shared cache
+        self._tmp: Optional[tempfile.TemporaryDirectory[str]] = tempfile.TemporaryDirectory(prefix="guigym-osworld-")
+        self.work_dir = Path(self._tmp.name)
         hidden = getattr(self.provider, "extra_hide", None)
         if isinstance(hidden, list):  # a local sandbox: task folders and caches hold the answers
             self.cache_dir.mkdir(parents=True, exist_ok=True)  # hidden only if it exists at start
-            hidden.extend(answer_paths(selected, self.cache_dir))
+            hidden.extend([*answer_paths(selected, self.cache_dir), self.work_dir.resolve()])
         self.client: Any = None
         size = screen_size or getattr(self.provider, "screen_size", None)
         if size is None:  # a VM whose size only the desktop knows
@@ -267,10 +276,66 @@ class OSWorldEnv(GUIEnv):
         return run_setup(self.client, steps, cache_dir=self.cache_dir / "setup", network_ok=self.network,
                          password=self.client_password, screen_size=self.screen_size,
                          base_dir=self._task_dir(task), label=label,
-                         capture_dir=self.cache_dir / "eval" / task.id)  # where cache_file reads
+                         capture_dir=self.eval_dir(task))  # where cache_file reads
+
+    def eval_dir(self, task: Task) -> Path:
+        """This env's folder for ``task``'s getter files and setup captures (private)."""
+        return self.work_dir / "eval" / task.id
+
+    def check_resources(self, task: Task) -> None:
+        """Make sure every file ``task``'s setup (``download`` steps, config and postconfig) and
+        evaluator (``cloud_file`` getters) need is in :attr:`cache_dir`: fetched now when the env
+        may use the network, else :class:`MissingResourceError` naming the first missing file,
+        its URL, how many are missing, and the ``guigym osworld cache`` command that fills them."""
+        from guigym.envs.desktop.cache import cloud_file_targets, download_targets
+        from guigym.envs.desktop.setup import MissingResourceError, fetch_url_to_cache
+
+        doc = {"id": task.id, "config": list(task.setup), "evaluator": dict(task.evaluator)}
+        needed = download_targets(doc, self.cache_dir) + cloud_file_targets(doc, self.cache_dir)
+        missing = [(url, path) for url, path in needed if not path.is_file()]
+        if missing and self.network:
+            for url, path in missing:
+                fetch_url_to_cache(url, path, network_ok=True, what=f"task {task.id}")
+            return
+        if missing:
+            url, path = missing[0]
+            tasks = self._task_dir(task) or "<the folder of your OSWorld task files>"
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise MissingResourceError(
+                f"task {task.id} needs {path}{more}, not in the cache (from {url}); fill the cache with "
+                f"'guigym osworld cache --tasks {tasks} --cache-dir {self.cache_dir}' (add '--import DIR' to copy "
+                "the files from a folder), or make the env with network=True to download them at reset",
+                missing=url, cache_path=str(path))
+
+    def _link_cloud_files(self, task: Task) -> None:
+        """The task's ``cloud_file`` getter files, from the shared cache into :meth:`eval_dir`
+        (hard links where the file system allows), where the getters look for them."""
+        import os
+        import shutil
+
+        from guigym.envs.desktop.cache import cloud_file_targets
+
+        doc = {"id": task.id, "evaluator": dict(task.evaluator)}
+        shared = self.cache_dir / "eval" / task.id
+        for _url, path in cloud_file_targets(doc, self.cache_dir):
+            if not path.is_file():
+                continue
+            target = self.eval_dir(task) / path.relative_to(shared)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                target.unlink()
+            try:
+                os.link(path, target)
+            except OSError:  # another file system
+                shutil.copyfile(path, target)
 
     # ---- hooks ----------------------------------------------------------------------------------
     def _start_episode(self, task: Task, seed: int) -> None:
+        import shutil
+
+        self.check_resources(task)  # a missing file fails the reset, not the evaluation at done()
+        shutil.rmtree(self.eval_dir(task), ignore_errors=True)  # an earlier episode's getter files
+        self._link_cloud_files(task)
         t0 = time.perf_counter()
         if self._broken_device():
             self._stop_provider()
@@ -420,7 +485,7 @@ def verify_task(env: OSWorldEnv, task: Task, last_action: Optional[A.Action]) ->
     results: Any = None
     expected: Any = None
     if func != "infeasible" and last != "FAIL":
-        cache = env.cache_dir / "eval" / task.id
+        cache = env.eval_dir(task)
         results = _fetch(env, ev.get("result"), func, cache, get)
         expected = _fetch(env, ev.get("expected"), func, cache, get)
     score, details = evaluate(ev, results, expected, last_action=last)

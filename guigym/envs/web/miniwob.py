@@ -297,6 +297,13 @@ class MiniWoBEnv(GUIEnv):
             """([seed, limit, wait, nonce]) => new Promise((resolve) => {
                  window.__guigymEpisode = nonce;
                  if (core.EP_TIMER !== null) core.endEpisode(0, false, 'reset');
+                 // core.endEpisode ends by showing the START cover (a human harness clicks it for the
+                 // next problem); the env starts each problem itself, so the page stays as the agent
+                 // left it and the episode's final observation shows that page, not the cover
+                 if (!core.__guigymKeepsPage) {
+                   core.startEpisode = function () { core.createDisplay(); };
+                   core.__guigymKeepsPage = true;
+                 }
                  Math.seedrandom(seed);
                  core.EPISODE_MAX_TIME = limit;
                  core.startEpisodeReal();

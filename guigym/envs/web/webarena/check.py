@@ -1,7 +1,7 @@
 """``guigym tasks check --env WebArena-v0``: no-op scores 0, the reference solution scores 1.
 
     guigym tasks check --env WebArena-v0 [--tasks FILE] [--references FILE] [--task ID ...]
-                       [--url SITE=URL ...] [--embedded NAME|all] [--evaluator webarena|webarena-lite]
+                       [--url SITE=URL ...] [--embedded NAME|all [--available]] [--evaluator webarena|webarena-lite]
                        [--max-steps N] [--json PATH]
 
 ``FILE`` is a WebArena config file (``test.raw.json`` format, unmodified); the reference
@@ -9,9 +9,10 @@ solutions come from ``reference_solutions.json`` next to it unless ``--reference
 another file (format: reference.py). Site URLs: ``--url shopping=http://...`` over the ``WA_*``
 variables; ``--embedded NAME`` starts an embedded site (sites/__init__.py, e.g. ``fossil`` for the
 ``gitlab`` key) in a temporary directory, restored to its seed at every reset; without ``--tasks``
-the suites written for the named sites are checked (``--embedded all``: every site this machine
-can run). One env (one Chromium) per suite runs every task in turn, each episode in a fresh
-browser context. Per task:
+the suites written for the named sites are checked (``--embedded all``, the default: every
+site; one this machine cannot run is reported as skipped with its reason and makes the exit
+status 2, unless ``--available`` asked for only the sites that can run). One env (one Chromium)
+per suite runs every task in turn, each episode in a fresh browser context. Per task:
 
 * no-op: reset, then ``stop []`` at once (no action, no answer) -> must score 0;
 * reference: :class:`~guigym.envs.web.webarena.reference.ReferenceAgent` plays the task's
@@ -38,7 +39,7 @@ from guigym.core.task import Task
 from guigym.envs.check_table import check_all, fmt_score
 from guigym.envs.check_table import exit_code as check_exit_code
 from guigym.envs.web.webarena.reference import FILE_NAME, ReferenceAgent, load_references
-from guigym.envs.web.webarena.sites import EMBEDDED, available
+from guigym.envs.web.webarena.sites import EMBEDDED, select, suite_task_count
 
 
 @dataclass
@@ -158,7 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "repeatable; default: the WA_* variables")
     p.add_argument("--embedded", action="append", default=[], choices=[*EMBEDDED, "all"],
                    help="start this embedded site (sites/__init__.py) for the check, restored to its seed at "
-                        "every reset; its URL wins over --url; 'all' = every one this machine can run; repeatable")
+                        "every reset; its URL wins over --url; 'all' = every one (see --available); repeatable")
+    p.add_argument("--available", action="store_true",
+                   help="check only the named sites this machine can run; without it a site that cannot run is "
+                        "reported as skipped and the exit status is 2")
     p.add_argument("--evaluator", default="webarena", choices=["webarena", "webarena-lite"])
     p.add_argument("--max-steps", type=int, default=30, help="step budget of a reference episode")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
@@ -169,9 +173,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``guigym tasks check --env WebArena-v0``; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        names = _embedded(args.embedded)
+        names, skipped = select(args.embedded or ([] if args.tasks else ["all"]))  # default: every site
+        skipped_tasks = 0
+        for name, why in skipped.items():
+            n = suite_task_count(name)
+            skipped_tasks += n
+            print(f"skipped: embedded site {name} ({n} tasks): cannot run here, {why}", file=sys.stderr, flush=True)
         if args.tasks is None and not names:
-            raise ConfigError("--tasks FILE is needed unless --embedded names the sites whose suites to check")
+            raise ConfigError("--tasks FILE is needed unless --embedded names the sites whose suites to check"
+                              + (" (none of them can run here, see above)" if skipped else ""))
         suites = [Path(args.tasks)] if args.tasks else [EMBEDDED[n].suite for n in names]
         if args.references and len(suites) > 1:
             raise ConfigError("--references goes with one --tasks file")
@@ -189,20 +199,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     counts: dict[str, int] = {"tasks": len(rows)}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
+    if skipped_tasks:  # "all" means all: what did not run is counted, never left out
+        counts["skipped"] = skipped_tasks
     print(f"\n{', '.join(f'{k}: {v}' for k, v in counts.items())} in {time.perf_counter() - t0:.0f} s", flush=True)
     if args.json:
         tmp = Path(args.json + ".tmp")
         tmp.write_text(json.dumps([asdict(r) for r in rows], indent=1))
         os.replace(tmp, args.json)
-    return exit_code(rows)
-
-
-def _embedded(given: Sequence[str]) -> list[str]:
-    """``--embedded`` values: site names, or ``all`` for every embedded site this machine runs."""
-    names: list[str] = []
-    for name in given:
-        names += available() if name == "all" else [name]
-    return list(dict.fromkeys(names))
+    code = exit_code(rows)
+    if skipped and not args.available and code == 0:
+        print(f"{skipped_tasks} tasks of {len(skipped)} sites were not checked (skipped above); --available checks "
+              "only what can run here", file=sys.stderr)
+        return 2
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,8 @@ One episode = one task config (``test.raw.json`` format, tasks.py), in a FRESH b
   requests a click or script makes there are refused with ``info["action_error"]``
   (url_policy.py, enforced by the controller).
 * ``step``: WebArena's id-based dialect by default (``click [id]``, ``type [id] [text] [1]``,
-  ``scroll [down]`` = one window height, ``new_tab``, ``tab_focus [i]``, ``close_tab``,
+  ``scroll [down]`` = a 500 px wheel (the dialect's ``scroll_px``; WebArena's executor scrolls one
+  window height), ``new_tab``, ``tab_focus [i]``, ``close_tab``,
   ``goto``, ``go_back``, ``go_forward``, ``press``, ``hover``, ``stop [answer]``). Element ids are
   those of the last observation of the active tab (observation.py). ``click`` on an option of a
   closed native drop-down chooses it (WebArena's click has no box to hit there). The next

@@ -119,6 +119,36 @@ def available(names: Optional[Iterable[str]] = None) -> list[str]:
     return [n for n in (names if names is not None else EMBEDDED) if not spec(n).missing()]
 
 
+def select(given: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """``--embedded`` values -> (the named sites this machine can run, {site: why it cannot}).
+
+    Each value is a site name, a comma-separated list of names, or ``all`` (every site of
+    :data:`EMBEDDED`, not only those that can run: "all" means all, and the ones that cannot are
+    returned with their reason, for the caller to report as skipped). ConfigError naming an
+    unknown site."""
+    names: list[str] = []
+    for value in given:
+        for name in (n.strip() for n in str(value).split(",")):
+            if name:
+                names += list(EMBEDDED) if name == "all" else [spec(name).name]
+    runnable: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        lacking = EMBEDDED[name].missing()
+        if lacking:
+            skipped[name] = f"needs {', '.join(lacking)} ({EMBEDDED[name].hint})"
+        else:
+            runnable.append(name)
+    return runnable, skipped
+
+
+def suite_task_count(name: str) -> int:
+    """How many tasks the suite written for embedded site ``name`` holds."""
+    from guigym.envs.web.webarena.tasks import load_configs
+
+    return len(load_configs(spec(name).suite))
+
+
 def build_cache_dir() -> Path:
     """``$GUIGYM_DATA_DIR/webarena-sites`` or ``~/.cache/guigym/webarena-sites``."""
     base = os.environ.get("GUIGYM_DATA_DIR") or str(Path.home() / ".cache" / "guigym")
