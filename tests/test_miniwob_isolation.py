@@ -150,16 +150,18 @@ def _plant_and_probe(mode: str, site: LoopbackSite) -> dict[str, Any]:
         env.step("new_tab()")
         env.step('hotkey(keys=["ctrl", "+"])')
         env.step("tab_focus(index=0)")
+        downloads: list[Any] = []
+        c.page.on("download", lambda d: downloads.append(d))  # the planting page downloads in this tab
         _, _, _, _, info = env.step(f'goto(url="{site.origin}/plant?m={m}")')
         assert info["action_error"] is None, info["action_error"]
         deadline = time.monotonic() + 30
         while c.evaluate("document.title") != "planted":
             assert time.monotonic() < deadline, "the planting page did not finish"
             time.sleep(0.1)
-        while not c.episode.downloads:
+        while not downloads:
             assert time.monotonic() < deadline, "the download did not start"
             time.sleep(0.1)
-        download_path = _run(env, c.episode.downloads[0].path())
+        download_path = _run(env, downloads[0].path())
         control = {"task_site": control_task, "other_site": c.evaluate(PROBE_JS, m), "tabs": len(ctx1.pages),
                    "download": os.path.exists(download_path),
                    "service_workers": len(ctx1.service_workers)}
