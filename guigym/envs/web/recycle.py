@@ -5,28 +5,28 @@ A fresh context per episode costs a context, a tab and a renderer process (~340 
 headless shell, docs/benchmarks.md); reusing the context and its task tab costs one document load
 on a live renderer. What a context and a tab keep across documents, and what removes it here:
 
-========================================  ======================================================
-kept across documents                      removed by
-========================================  ======================================================
-other tabs and popups                      closed (``page.close``, no ``beforeunload``)
-the old document, its timers, dedicated    the tab navigated to ``about:blank`` first, so no
-and shared workers                         script of the old episode runs while the rest is wiped
+==========================================  ======================================================
+kept across documents                       removed by
+==========================================  ======================================================
+other tabs and popups                       closed (``page.close``, no ``beforeunload``)
+the old document, its timers, dedicated     the tab navigated to ``about:blank`` first, so no
+and shared workers                          script of the old episode runs while the rest is wiped
 ``window.name`` (the tab's, not the doc's)  set to ``''`` in that blank document
-cookies                                    ``BrowserContext.clear_cookies``
-localStorage, sessionStorage, IndexedDB,   ``Storage.clearDataForOrigin(origin, "all")`` for every
-Cache Storage, service workers             origin the episode's policy allowed or its requests
-                                           reached; then ``ServiceWorker.stopAllWorkers``
-HTTP cache                                 ``Network.clearBrowserCache``, unless every request
-                                           of the episode was a URL the host's own page loads
-                                           of this context fetched (see below)
-permissions, geolocation override          ``clear_permissions`` (``Browser.resetPermissions``),
-                                           ``set_geolocation(None)``
-downloads                                  cancelled and their files deleted
-page scale (pinch zoom)                    ``Emulation.resetPageScaleFactor``
-history                                    ``Page.resetNavigationHistory`` after the new load
-                                           (``WebControllerConfig.fresh_history``)
-focus                                      the new document has it (``bring_to_front``)
-========================================  ======================================================
+cookies                                     ``BrowserContext.clear_cookies``
+localStorage, sessionStorage, IndexedDB,    ``Storage.clearDataForOrigin(origin, "all")`` for every
+Cache Storage, service workers              origin the episode's policy allowed or its requests
+                                            reached; then ``ServiceWorker.stopAllWorkers``
+HTTP cache                                  ``Network.clearBrowserCache``, unless every request
+                                            of the episode was a URL the host's own page loads
+                                            of this context fetched (see below)
+permissions, geolocation override           ``clear_permissions`` (``Browser.resetPermissions``),
+                                            ``set_geolocation(None)``
+downloads                                   cancelled and their files deleted
+page scale (pinch zoom)                     ``Emulation.resetPageScaleFactor``
+history                                     ``Page.resetNavigationHistory`` after the new load
+                                            (``WebControllerConfig.fresh_history``)
+focus                                       the new document has it (``bring_to_front``)
+==========================================  ======================================================
 
 The HTTP cache is kept only while it can hold nothing an episode chose: it starts empty, the host's
 own page loads fill it (the policy proxy records their URLs), and an episode that asked for any
