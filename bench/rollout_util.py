@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle-ms", type=int, default=2000,
                     help="env-side wait after each action (MiniWoB-v0 settle_ms); 2000 = OSWorld's step pause, "
                          "0 = CPU-bound local envs")
-    ap.add_argument("--isolation", choices=("context", "page"), default="context", help="MiniWoB-v0 isolation")
+    ap.add_argument("--isolation", choices=("clean", "context", "page"), default="context", help="MiniWoB-v0 isolation")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch intra-op threads of the in-process policy (it shares the cores with Chromium)")
     ap.add_argument("--max-new-tokens", type=int, default=16)

@@ -109,6 +109,7 @@ def test_navigations_are_told_from_subresources_by_their_headers(headers, naviga
 
 def test_the_proxy_forwards_what_the_policy_allows_and_refuses_the_rest_uncacheably(site):
     refused: list[tuple[str, bool]] = []
+    taken: list[tuple[frozenset[str], bool]] = []
 
     async def go() -> list[bytes]:
         proxy = await PolicyProxy(UrlPolicy.for_start_url(site.origin + "/one"),
@@ -123,12 +124,15 @@ def test_the_proxy_forwards_what_the_policy_allows_and_refuses_the_rest_uncachea
             return data
 
         try:
-            return [
+            out = [
                 await ask(f"GET {site.origin}/static/site.css HTTP/1.1\r\nHost: x\r\n\r\n"),
                 await ask("GET http://127.0.0.1:1/page HTTP/1.1\r\nHost: x\r\nSec-Fetch-Mode: navigate\r\n\r\n"),
                 await ask("GET http://127.0.0.1:1/lib.js HTTP/1.1\r\nHost: x\r\nSec-Fetch-Mode: no-cors\r\n\r\n"),
                 await ask("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"),
             ]
+            taken.append(proxy.take_requested())
+            taken.append(proxy.take_requested())
+            return out
         finally:
             await proxy.close()
 
@@ -139,3 +143,47 @@ def test_the_proxy_forwards_what_the_policy_allows_and_refuses_the_rest_uncachea
     assert tunnel.startswith(b"HTTP/1.1 403 ")
     assert refused == [("http://127.0.0.1:1/page", True), ("http://127.0.0.1:1/lib.js", False),
                        ("https://example.com:443", False)]
+    # what was let through is recorded (recycle.py decides from it), once
+    assert taken == [(frozenset({site.origin + "/static/site.css"}), False), (frozenset(), False)]
+
+
+def test_the_proxy_records_a_bounded_number_of_urls_and_says_when_it_stopped(site, monkeypatch):
+    monkeypatch.setattr("guigym.envs.web.policy_proxy.MAX_RECORDED", 2)
+
+    async def go() -> tuple[frozenset[str], bool]:
+        proxy = await PolicyProxy(UrlPolicy.for_start_url(site.origin + "/one")).start()
+        try:
+            for path in ("/a", "/b", "/a", "/c"):
+                r, w = await asyncio.open_connection("127.0.0.1", proxy.port)
+                w.write(f"GET {site.origin}{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                await w.drain()
+                await asyncio.wait_for(r.read(), 10)
+                w.close()
+            return proxy.take_requested()
+        finally:
+            await proxy.close()
+
+    urls, overflow = asyncio.run(go())
+    assert urls == {site.origin + "/a", site.origin + "/b"} and overflow is True
+
+
+# -- a reused context (MiniWoB's isolation="clean", envs/web/recycle.py): its cache is kept while
+# -- it holds only what the host's own page loads fetched, and emptied once an episode asked more
+
+def test_a_recycled_context_keeps_what_the_hosts_loads_cached(site, ctl):
+    ctl.open(site.origin + "/one")
+    first = ctl.episode.context
+    before = _css_requests(site)
+    ctl.open(site.origin + "/two", recycle=True)
+    assert ctl.episode.context is first and "/two" in ctl.page.url
+    assert _css_requests(site) == before and _background(ctl) == "rgb(1, 2, 3)"
+
+
+def test_a_recycled_context_whose_episode_asked_for_another_url_starts_with_an_empty_cache(site, ctl):
+    ctl.open(site.origin + "/one")
+    first = ctl.episode.context
+    ctl.evaluate("fetch('/elsewhere').then(r => r.text())")
+    before = _css_requests(site)
+    ctl.open(site.origin + "/two", recycle=True)
+    assert ctl.episode.context is first
+    assert _css_requests(site) == before + 1

@@ -27,7 +27,7 @@ from PIL import Image
 
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError, TaskSpecError
-from guigym.envs.web import still_watch
+from guigym.envs.web import recycle, still_watch
 from guigym.envs.web.browser import BrowserRuntime, PageUnresponsive, is_playwright_error
 from guigym.envs.web.policy_proxy import PolicyProxy
 from guigym.envs.web.url_policy import UrlPolicy, origin_of
@@ -88,6 +88,9 @@ class WebControllerConfig:
     #: viewports (1280x720) both the capture and the decode are faster; for small ones (MiniWoB)
     #: the plain encoder's smaller file decodes faster (bench/web_step.py)
     fast_png: bool = False
+    #: the task page's tab starts with a history of one entry, the task page (Chromium's blank
+    #: start entry of a new tab and anything before are dropped, so ``go_back`` has nowhere to go)
+    fresh_history: bool = False
 
 
 #: the queue key of a blank prewarmed context (no URL, no policy yet)
@@ -139,6 +142,7 @@ class _Episode:
         self.active: Any = None  # the page the agent sees and acts on
         self.cdps: dict[Any, Any] = {}
         self.blocked: list[str] = []  # "url: reason" of requests refused since the last drain
+        self.downloads: list[Any] = []  # Playwright Download objects of this episode's tabs
         self.hung: list[str] = []  # URLs of tabs closed because they stopped answering
         self.task_page_closed_hung = False
         #: the task page's observation taken when it was opened ahead (:meth:`WebController.prewarm`
@@ -153,6 +157,20 @@ class _Episode:
         self.tabs.append(page)
         self.active = page
         page.on("close", self._closed)
+        page.on("download", self._download)
+
+    def _download(self, download: Any) -> None:
+        self.downloads.append(download)
+
+    def release(self) -> None:
+        """Stop following the context's tabs (its context is reused for another episode)."""
+        self.context.remove_listener("page", self.adopt)
+        for page in self.context.pages:
+            for event, handler in (("close", self._closed), ("download", self._download)):
+                try:
+                    page.remove_listener(event, handler)
+                except (KeyError, ValueError):  # a tab this episode never adopted
+                    pass
 
     def _closed(self, page: Any) -> None:
         if page in self.tabs:
@@ -255,6 +273,12 @@ class WebController:
         self._retired: list[Any] = []
         #: each context's policy proxy (closed with the context, :meth:`_discard`)
         self._proxies: dict[Any, PolicyProxy] = {}
+        #: the last episode of each retired context, for :meth:`prewarm` / :meth:`open` with
+        #: ``recycle`` (recycle.py)
+        self._last_ep: dict[Any, _Episode] = {}
+        #: per context, the URLs its host page loads fetched since its HTTP cache was last empty;
+        #: None when something else may have filled it (recycle.py: when the cache must go)
+        self._host_urls: dict[Any, Optional[set[str]]] = {}
         #: origins a prewarmed blank context's cache was warmed with (:meth:`prewarm_blank`)
         self._warmed: dict[Any, frozenset[str]] = {}
         #: drains the policy proxies of every context retired so far (an asyncio task of the
@@ -280,6 +304,7 @@ class WebController:
             await proxy.close()
             raise
         self._proxies[ctx] = proxy
+        self._host_urls[ctx] = set()
         ctx.set_default_timeout(self.config.call_timeout_s * 1000)
         await ctx.add_init_script(_A11Y_JS)
         return ctx
@@ -290,16 +315,72 @@ class WebController:
         return await self._open_in(ctx, await ctx.new_page(), url, policy, upstreams)
 
     async def _open_in(self, ctx: Any, page: Any, url: str, policy: UrlPolicy,
-                       upstreams: Optional[Upstreams] = None) -> _Episode:
+                       upstreams: Optional[Upstreams] = None, cdp: Any = None) -> _Episode:
         """The episode of ``ctx``: ``policy`` and ``upstreams`` given to its proxy, ``page`` (a
-        blank tab) its task page, opened on ``url``."""
-        self._proxies[ctx].upstreams = dict(upstreams or {})
-        ep = _Episode(ctx, policy, self._proxies[ctx])  # the policy is in force from here
+        blank tab; ``cdp`` its CDP session if it has one) its task page, opened on ``url``."""
+        proxy = self._proxies[ctx]
+        proxy.upstreams = dict(upstreams or {})
+        earlier, overflow = proxy.take_requested()  # e.g. a cache warm-up's (_warm)
+        ep = _Episode(ctx, policy, proxy)  # the policy is in force from here
         ep.adopt(page)
         ep.task_page = page
         await page.goto(url, wait_until="load", timeout=self.config.load_timeout_s * 1000)
-        ep.cdps[page] = await ctx.new_cdp_session(page)
+        loaded, overflow2 = proxy.take_requested()
+        host = self._host_urls.get(ctx)
+        self._host_urls[ctx] = None if (host is None or earlier or overflow or overflow2) else host | loaded
+        ep.cdps[page] = cdp or await ctx.new_cdp_session(page)
+        if self.config.fresh_history:
+            await ep.cdps[page].send("Page.resetNavigationHistory")
         return ep
+
+    async def _recycle(self, old: _Episode, url: str, policy: UrlPolicy,
+                       upstreams: Optional[Upstreams] = None) -> _Episode:
+        """A new episode on ``url`` in ``old``'s context, with nothing of ``old`` left in it
+        (recycle.py); its task tab is reused when still open. The proxy refuses everything until
+        the new load, so no old document reaches a server meanwhile."""
+        ctx = old.context
+        proxy = self._proxies[ctx]
+        proxy.policy = None
+        old.release()
+        keep = old.task_page if old.task_page is not None and not old.task_page.is_closed() else None
+        if keep is None:
+            keep = next((p for p in ctx.pages if not p.is_closed()), None) or await ctx.new_page()
+        cdp = old.cdps.get(keep) or await ctx.new_cdp_session(keep)
+        await recycle.end_documents(ctx, keep, self.config.load_timeout_s)
+        asked, overflow = proxy.take_requested()
+        host = self._host_urls.get(ctx)
+        clear_cache = overflow or host is None or not asked <= host
+        origins = set(old.policy.origins) | {o for o in map(origin_of, asked) if o}
+        await recycle.wipe(ctx, cdp, origins, old.downloads, clear_cache)
+        if clear_cache:
+            self._host_urls[ctx] = set()
+        ep = await self._open_in(ctx, keep, url, policy, upstreams, cdp=cdp)
+        await keep.bring_to_front()
+        return ep
+
+    async def _recycle_or_make(self, old: Optional[_Episode], url: str, policy: UrlPolicy,
+                               upstreams: Optional[Upstreams] = None) -> _Episode:
+        """:meth:`_recycle` ``old``'s context, or a fresh context when there is none or it cannot
+        be cleaned (a tab that does not answer, a context that died): then it is closed."""
+        if old is not None:
+            try:
+                return await asyncio.wait_for(self._recycle(old, url, policy, upstreams),
+                                              self.config.load_timeout_s + 2 * self.config.call_timeout_s)
+            except Exception:  # noqa: BLE001 - a fresh context below is the fallback
+                if not self.runtime.alive:
+                    raise
+                await self._discard(old.context)
+        return await self._make_page(url, policy, upstreams=upstreams)
+
+    def _take_recyclable(self, retired: list[Any]) -> Optional[_Episode]:
+        """The last episode of the most recently retired context of this browser (removed from
+        ``retired``), or None."""
+        for ctx in reversed(retired):
+            old = self._last_ep.pop(ctx, None)
+            if old is not None and ctx.browser is self.runtime.browser:
+                retired.remove(ctx)
+                return old
+        return None
 
     async def _discard(self, ctx: Any) -> None:
         try:
@@ -310,9 +391,11 @@ class WebController:
         proxy = self._proxies.pop(ctx, None)
         if proxy is not None:
             await proxy.close()
+        self._last_ep.pop(ctx, None)
+        self._host_urls.pop(ctx, None)
 
     def open(self, url: str, policy: Optional[UrlPolicy] = None, context_options: Optional[dict[str, Any]] = None,
-             upstreams: Optional[Upstreams] = None) -> None:
+             upstreams: Optional[Upstreams] = None, recycle: bool = False) -> None:
         """Start a new episode on ``url`` in a fresh browser context.
 
         ``policy``: the URLs this episode may show (default: ``url``'s origin, see
@@ -330,11 +413,15 @@ class WebController:
         ``upstreams``: where the episode's policy proxy connects instead of the asked host and
         port (:attr:`PolicyProxy.upstreams`); a context prewarmed for ``url`` keeps the ones
         :meth:`prewarm` gave it.
+
+        ``recycle``: when no context was built ahead, reuse the last retired one, cleaned
+        (recycle.py), instead of creating one (ignored with ``context_options``).
         """
         policy = policy or UrlPolicy.for_start_url(url)
         self.runtime.ensure_started()
         if self._ep is not None:
             self._retired.append(self._ep.context)
+            self._last_ep[self._ep.context] = self._ep
         self._ep = None
         made: Optional[_Episode] = None
         if self._queue:
@@ -356,6 +443,13 @@ class WebController:
                     made = None
             if made is None:  # the episodes they were built for do not follow
                 self._retire_queue()
+        if made is None and recycle and not context_options:
+            old = self._take_recyclable(self._retired)
+            self.discard_retired()  # the others
+            if old is not None:
+                made = self.runtime.run(self._recycle_or_make(old, url, policy, upstreams),
+                                        2 * self.config.load_timeout_s + 2 * self.config.call_timeout_s,
+                                        f"opening {url}")
         if made is None:
             made = self.runtime.run(self._make_page(url, policy, context_options, upstreams),
                                     self.config.load_timeout_s, f"opening {url}")
@@ -469,6 +563,7 @@ class WebController:
         for ctx in self._retired:
             self.runtime.submit(self._discard(ctx))
         self._retired.clear()
+        self._last_ep.clear()
         if not self._queue:
             self._queue.append((_BLANK, self.runtime.submit(self._make_blank(warm))))
 
@@ -478,7 +573,7 @@ class WebController:
         return len(self._queue)
 
     def prewarm(self, url: str, policy: Optional[UrlPolicy] = None, upstreams: Optional[Upstreams] = None,
-                before: Optional[Callable[[], Any]] = None, observe: bool = False) -> None:
+                before: Optional[Callable[[], Any]] = None, observe: bool = False, recycle: bool = False) -> None:
         """Close retired contexts and build a coming episode's context for ``url`` in the background.
 
         Call it once the episode has its first observation, so the work overlaps the agent's
@@ -491,18 +586,25 @@ class WebController:
         contexts then close in the background) and before ``url`` is opened, e.g. restoring the
         site instance the page is opened on. ``observe``: observe the page once it has loaded,
         too; the episode's first :meth:`observe` returns that observation if the page has not
-        changed since (still_watch.py), else observes it anew.
+        changed since (still_watch.py), else observes it anew. ``recycle`` (without ``before``):
+        reuse the most recently retired context, cleaned (recycle.py), instead of a new one.
         """
         if not self.runtime.alive:
             return
         retired, self._retired = list(self._retired), []
+        old = self._take_recyclable(retired) if recycle and before is None else None
         policy = policy or UrlPolicy.for_start_url(url)
-        self._queue.append(((url, policy),
-                            self.runtime.submit(self._prepare_page(retired, url, policy, upstreams, before, observe))))
+        self._queue.append(((url, policy), self.runtime.submit(
+            self._prepare_page(retired, url, policy, upstreams, before, observe, old))))
 
     async def _prepare_page(self, retired: list[Any], url: str, policy: UrlPolicy, upstreams: Optional[Upstreams],
-                            before: Optional[Callable[[], Any]], observe: bool = False) -> _Episode:
-        ep = await self._open_ahead(retired, url, policy, upstreams, before)
+                            before: Optional[Callable[[], Any]], observe: bool = False,
+                            old: Optional[_Episode] = None) -> _Episode:
+        if old is not None:
+            await asyncio.gather(*(self._discard(ctx) for ctx in retired))
+            ep = await self._recycle_or_make(old, url, policy, upstreams)
+        else:
+            ep = await self._open_ahead(retired, url, policy, upstreams, before)
         if observe:
             ep.ahead = await self._observe_ahead(ep)
         return ep
@@ -614,6 +716,7 @@ class WebController:
     def close(self) -> None:
         self._queue.clear()
         self._retired.clear()
+        self._last_ep.clear()
         try:  # on the browser thread, where the proxies run and the map is changed
             self.runtime.run(self._close_proxies(), 5.0, "closing the policy proxies")
         except Exception:  # noqa: BLE001 - closing must not raise; the loop's end drops them too
@@ -626,6 +729,7 @@ class WebController:
             await proxy.close()
         self._proxies.clear()
         self._warmed.clear()
+        self._host_urls.clear()
 
     def static_files(self) -> list[str]:
         """URLs of the stylesheets, scripts and fonts the task page has loaded so far (Resource

@@ -28,6 +28,10 @@ Protocol (HTTP/1.1 forward proxy, one request per client connection):
 policy is known); ``None`` refuses everything. ``upstreams`` maps an allowed ``(host, port)`` to
 the ``(host, port)`` actually connected to, the request itself unchanged (a site served by two
 instances behind one URL: sites/standby.py); the policy is checked on the URL as asked.
+
+Every request let through is recorded (:meth:`take_requested`): the URL of an ``http://`` one, the
+``https://host:port`` of a ``CONNECT``; a reused context (envs/web/recycle.py) learns from it which
+origins an episode touched and whether its HTTP cache may hold anything but the host's own loads.
 """
 from __future__ import annotations
 
@@ -40,6 +44,9 @@ from guigym.envs.web.url_policy import UrlPolicy
 
 #: largest request head accepted (request line + headers)
 MAX_HEAD = 64 * 1024
+#: distinct URLs recorded between two :meth:`PolicyProxy.take_requested` calls; past it only
+#: "more than this" is kept (a page requesting in a loop must not grow memory)
+MAX_RECORDED = 2000
 _CHUNK = 64 * 1024
 #: headers meant for the proxy, not the origin server
 _HOP_HEADERS = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive"}
@@ -88,6 +95,22 @@ class PolicyProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy: set[asyncio.Task[None]] = set()  # those that have read a request (drain waits for them)
         self.port = 0
+        self._requested: set[str] = set()
+        self._overflow = False
+
+    def _record(self, url: str) -> None:
+        if len(self._requested) < MAX_RECORDED:
+            self._requested.add(url)
+        elif url not in self._requested:
+            self._overflow = True
+
+    def take_requested(self) -> tuple[frozenset[str], bool]:
+        """The URLs let through since the last call (``https://host:port`` for a tunnel), and
+        whether more distinct ones than :data:`MAX_RECORDED` were (then the set is a part only);
+        starts the next record."""
+        out = (frozenset(self._requested), self._overflow)
+        self._requested, self._overflow = set(), False
+        return out
 
     @property
     def server(self) -> str:
@@ -164,6 +187,7 @@ class PolicyProxy:
                 self._refuse(url, False)
                 writer.write(_FORBIDDEN)
                 return
+            self._record(url)
             try:
                 up_r, up_w = await asyncio.open_connection(*self._upstream(host.strip("[]"), int(port)))
             except OSError:
@@ -178,6 +202,7 @@ class PolicyProxy:
             self._refuse(target, nav)
             writer.write(_NO_CONTENT if nav else _FORBIDDEN)
             return
+        self._record(target)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         out = [f"{method} {path} {version}".encode("latin-1")]
         out += [ln for ln in lines if ln.partition(b":")[0].strip().lower() not in _HOP_HEADERS]
