@@ -188,7 +188,8 @@ def recipe(args: argparse.Namespace, model_dir: Path, run_dir: Path, topology: s
         "model": {"path": str(model_dir), "device": "cpu", "dtype": "float32"},
         "env": {"id": "LatencyModel-v0", "num_envs": args.num_envs, "max_steps": args.max_steps,
                 "kwargs": {"latency": str(args.latency), "time_scale": args.time_scale, "max_steps": args.max_steps,
-                           "n_tasks": args.n_tasks},
+                           "n_tasks": args.n_tasks, "n_elements": args.n_elements, "min_targets": args.min_targets,
+                           "max_targets": args.max_targets},
                 "tasks": [f"latency-{k:03d}" for k in range(args.n_tasks)]},
         "rollout": {"engine": "latency_model", "latency_model": lm, "mode": "sync" if topology == "coupled" else "rollout",
                     "num_generations": args.group_size, "groups_per_iteration": args.groups, "max_new_tokens": 16,
@@ -430,6 +431,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--max-steps", type=int, default=30, help="step budget per episode (DART trains with at "
                                                                 "most 30 steps)")
     ap.add_argument("--n-tasks", type=int, default=16, help="tasks of the LatencyModel-v0 suite")
+    ap.add_argument("--n-elements", type=int, default=6, help="buttons on a LatencyModel-v0 screen")
+    ap.add_argument("--min-targets", type=int, default=1, help="fewest buttons a task names")
+    ap.add_argument("--max-targets", type=int, default=3, help="most buttons a task names")
     ap.add_argument("--latency", type=Path, default=ROOT / "bench" / "data" / "latency_osworld.json",
                     help="recorded latency histograms (bench/record_latency.py)")
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiplies every modelled time (env, policy, "

@@ -212,7 +212,8 @@ def test_metrics_are_computed_from_the_event_log():
 
 
 def _args(**kw):
-    base = dict(num_envs=3, group_size=2, groups=2, iterations=2, max_steps=4, n_tasks=4,
+    base = dict(num_envs=3, group_size=2, groups=2, iterations=2, max_steps=4, n_tasks=4, n_elements=6, min_targets=1,
+                max_targets=3,
                 latency=ROOT / "bench" / "data" / "latency_miniwob.json", time_scale=0.05, policy_workers=1,
                 policy_rate_rps=2.55, policy_floor_s=1.28, policy_sync_s=1.12, p_correct=0.3, env_clusters=2,
                 max_policy_lag=1, backend="process", ray_num_cpus=0.0, seed=0, update_gpus=8,
