@@ -60,7 +60,9 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -190,12 +192,71 @@ class DartRegime:
             f"time scale {self.time_scale:g}"])
 
 
+def lockstep_iteration(e: Sequence[float], steps: Sequence[int], reset: Sequence[float],
+                       regime: DartRegime) -> dict[str, float]:
+    """One coupled (lockstep) iteration in model time, no machine in the way: all envs reset (the
+    slowest sets the pace), then each step k sends the ``n_k`` envs still running as one closed
+    batch split over the workers (``T(ceil(n_k / workers))``) and waits for the slowest env's step;
+    then the update of all the steps and one weight sync. ``e`` (N,) per-episode step latency s,
+    ``steps`` (N,) episode lengths, ``reset`` (N,) reset latencies s. Returns seconds, actions and
+    the exec / occupied env utilisation (occupied: reset start .. the env's last step's end,
+    counted at the lockstep step's end: an upper bound)."""
+    e_, L, r = np.asarray(e, float), np.asarray(steps, int), np.asarray(reset, float)
+    t = float(r.max())
+    end = r.copy()
+    policy_s = 0.0
+    for k in range(1, int(L.max()) + 1):
+        act = L >= k
+        b = regime.policy.batch_s(math.ceil(int(act.sum()) / regime.policy_workers))
+        policy_s += b
+        t += b + float(e_[act].max())
+        end[act] = t
+    update = regime.update.update_s(int(L.sum()))
+    total = t + update + regime.policy.sync_s
+    n = len(L)
+    return {"total_s": total, "rollout_s": t, "update_s": update, "actions": int(L.sum()),
+            "u_env_exec": float((r + L * e_).sum() / (n * total)), "u_env_occupied_max": float(end.sum() / (n * total)),
+            "u_policy": policy_s / total}
+
+
+def lockstep_expectation(regime: Optional[DartRegime] = None, iterations: int = 200, seed: int = 0) -> dict[str, float]:
+    """Mean of :func:`lockstep_iteration` over ``iterations`` draws of the model (episode step
+    latency uniform on :attr:`DartRegime.env_step_s`, lengths from uniform clicks, resets from the
+    recorded histogram): what the coupled arm gives when nothing but the model takes time."""
+    from guigym.envs.latency_model import LatencyHistogram
+
+    regime = regime or DartRegime()
+    rng = np.random.default_rng(seed)
+    reset_h = LatencyHistogram.from_dict(json.loads(RESET_SOURCE.read_text())["reset"])
+    lo, hi = regime.env_step_s
+    rows = []
+    for _ in range(iterations):
+        hits = rng.random((regime.num_envs, regime.step_budget)) < 1.0 / regime.n_elements
+        done_at = np.argmax(np.cumsum(hits, axis=1) >= regime.targets, axis=1) + 1
+        solved = np.cumsum(hits, axis=1)[:, -1] >= regime.targets
+        steps = np.where(solved, done_at, regime.step_budget)
+        it = lockstep_iteration(rng.uniform(lo, hi, regime.num_envs), steps,
+                                reset_h.sample(rng, regime.num_envs), regime)
+        rows.append(it)
+    out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    out["actions_per_min"] = float(np.mean([60.0 * r["actions"] / r["total_s"] for r in rows]))
+    return out
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--argv", action="store_true", help="print the bench/scale.py command line and exit")
     ap.add_argument("--out", type=Path, default=LATENCY_PATH)
+    ap.add_argument("--expect", action="store_true", help="print the coupled arm's model-time expectation and exit")
     args = ap.parse_args(argv)
     regime = DartRegime()
+    if args.expect:
+        x = lockstep_expectation(regime)
+        print(f"coupled, model time only (200 iterations): iteration {x['total_s']:.0f} s (rollout {x['rollout_s']:.0f}, "
+              f"update {x['update_s']:.0f}), {x['actions_per_min']:.1f} actions/min, U_env exec "
+              f"{100 * x['u_env_exec']:.1f}%, U_env occupied <= {100 * x['u_env_occupied_max']:.1f}%, policy util "
+              f"{100 * x['u_policy']:.1f}%")
+        return 0
     if args.argv:
         print("python3 bench/scale.py " + " ".join(regime.scale_argv(args.out)))
         return 0

@@ -140,3 +140,18 @@ def test_bad_step_draw_and_targets_name_the_field(tmp_path):
         LatencyModelEnv(latency=path, time_scale=0)
     with pytest.raises(ConfigError, match="min_targets"):
         LatencyModelEnv(time_scale=0, min_targets=4, max_targets=3)
+
+
+def test_lockstep_iteration_by_hand():
+    # 2 envs on 4 workers: env A steps 10 s for 2 steps, env B 30 s for 1 step; resets 1 s and 2 s.
+    # step 1: batch of 2 over 4 workers -> 1 request per worker -> 1.28 s, then the slowest env, 30 s;
+    # step 2: A alone -> 1.28 s + 10 s. Update: 3 samples x 86.1 ms; sync 1.12 s.
+    it = D.lockstep_iteration([10.0, 30.0], [2, 1], [1.0, 2.0], REGIME)
+    rollout = 2.0 + (1.28 + 30.0) + (1.28 + 10.0)
+    update = 3 * 3100 * (5 / 3) / (7500 * 8)
+    assert it["rollout_s"] == pytest.approx(rollout) and it["update_s"] == pytest.approx(update)
+    total = rollout + update + 1.12
+    assert it["total_s"] == pytest.approx(total) and it["actions"] == 3
+    assert it["u_env_exec"] == pytest.approx((1 + 20 + 2 + 30) / (2 * total))
+    assert it["u_env_occupied_max"] == pytest.approx((rollout + (2.0 + 1.28 + 30.0)) / (2 * total))
+    assert it["u_policy"] == pytest.approx(2 * 1.28 / total)
