@@ -56,6 +56,16 @@ env-time from an episode's reset to its last step), policy-worker utilisation (b
 policy batch time plus update time x update GPUs over (workers + update GPUs) x window); staleness from the trainer
 (trainer version minus the policy version of each trajectory's oldest step). A timeline PNG shows
 every env, policy worker and the trainer (matplotlib, else Pillow).
+
+Rollouts the decoupled trainer drops for exceeding ``--max-policy-lag`` are not utilisation: their
+env rows (found by the lane and wall-clock span each staleness record carries) leave actions/min
+and both U_env figures (DART counts "valid action steps used in the training", sec. 5.3); the
+``*_incl_dropped`` keys keep them, the drop rate is printed beside the ratios, and policy time is
+discounted by the dropped share of requests (``u_policy_useful``, approximate: no per-request rows).
+
+DART's own regime (80 envs, episodes of 5-20 min, 4 policy workers, 8 trainer GPUs):
+``python3 bench/dart_regime.py --argv`` prints the command line; the model and its sources are in
+that module.
 """
 from __future__ import annotations
 
@@ -80,6 +90,8 @@ Event = dict[str, Any]
 #: metric keys every arm reports
 METRICS = ("wall_s", "actions", "actions_per_min", "u_env_exec", "u_env_occupied", "u_policy", "trainer_idle", "u_gpu",
            "staleness_mean", "staleness_max", "trajectories", "success_rate", "updates")
+#: an episode whose env time does not count: (env lane, start, end) wall seconds
+Span = tuple[str, float, float]
 
 
 # ---- metrics from an event log ------------------------------------------------------------------
@@ -138,12 +150,48 @@ def window(rows: Sequence[Event]) -> tuple[float, float]:
     return max(first.values()), max(trains)
 
 
+def without_episodes(rows: Sequence[Event], spans: Sequence[Span]) -> list[Event]:
+    """``rows`` minus the env rows that lie inside one of ``spans`` on its lane (a rollout the
+    policy-lag bound dropped: its reset and steps, StaleRecord.env_lane / env_span)."""
+    by_lane: dict[str, list[tuple[float, float]]] = {}
+    for lane, s, e in spans:
+        by_lane.setdefault(lane, []).append((s, e))
+
+    def dropped(r: Event) -> bool:
+        return r["service"] == "env" and any(s <= r["start"] and r["end"] <= e for s, e in by_lane.get(r["worker"], ()))
+
+    return [r for r in rows if not dropped(r)]
+
+
 def metrics_from_events(rows: Sequence[Event], num_envs: int, num_workers: int,
-                        trainer_gpus: int = 0) -> dict[str, float]:
+                        trainer_gpus: int = 0, dropped: Sequence[Span] = ()) -> dict[str, float]:
     """wall_s, actions, actions_per_min, u_env_exec, u_env_occupied, u_policy, trainer_idle and
     u_gpu (NaN when ``trainer_gpus`` is 0: a CPU trainer has no GPU time) over :func:`window` --
-    computed from the rows alone."""
+    computed from the rows alone.
+
+    ``dropped``: episodes the policy-lag bound dropped. Their env time and actions do not count
+    (DART sec. 5.3 counts the "valid action steps used in the training"); the keys
+    ``actions_incl_dropped``, ``actions_per_min_incl_dropped``, ``u_env_exec_incl_dropped`` and
+    ``u_env_occupied_incl_dropped`` keep the counts with them, ``dropped_action_share`` is the
+    share of the window's actions they took. Policy time has no per-rollout rows, so
+    ``u_policy_useful`` (and ``u_gpu_useful``) scale the batch time by 1 - that share: exact in
+    requests, approximate in time (a batch at the latency floor costs the same for fewer requests).
+    """
     lo, hi = window(rows)
+    kept = without_episodes(rows, dropped) if dropped else list(rows)
+    m = _metrics(kept, lo, hi, num_envs, num_workers, trainer_gpus)
+    allm = _metrics(rows, lo, hi, num_envs, num_workers, trainer_gpus) if dropped else m
+    share = 1.0 - m["actions"] / allm["actions"] if allm["actions"] else 0.0
+    m.update({"actions_incl_dropped": allm["actions"], "actions_per_min_incl_dropped": allm["actions_per_min"],
+              "u_env_exec_incl_dropped": allm["u_env_exec"], "u_env_occupied_incl_dropped": allm["u_env_occupied"],
+              "dropped_action_share": share, "u_policy_useful": m["u_policy"] * (1.0 - share),
+              "u_gpu_useful": ((m["u_gpu"] * (num_workers + trainer_gpus) - m["u_policy"] * share * num_workers)
+                               / (num_workers + trainer_gpus)) if trainer_gpus > 0 else float("nan")})
+    return m
+
+
+def _metrics(rows: Sequence[Event], lo: float, hi: float, num_envs: int, num_workers: int,
+             trainer_gpus: int) -> dict[str, float]:
     wall = hi - lo
     actions = sum(1 for e in rows if e["service"] == "env" and e["kind"] == "step" and lo < e["end"] <= hi)
     occ: dict[str, list[tuple[float, float]]] = {}
@@ -188,7 +236,8 @@ def recipe(args: argparse.Namespace, model_dir: Path, run_dir: Path, topology: s
         "model": {"path": str(model_dir), "device": "cpu", "dtype": "float32"},
         "env": {"id": "LatencyModel-v0", "num_envs": args.num_envs, "max_steps": args.max_steps,
                 "kwargs": {"latency": str(args.latency), "time_scale": args.time_scale, "max_steps": args.max_steps,
-                           "n_tasks": args.n_tasks},
+                           "n_tasks": args.n_tasks, "n_elements": args.n_elements, "min_targets": args.min_targets,
+                           "max_targets": args.max_targets},
                 "tasks": [f"latency-{k:03d}" for k in range(args.n_tasks)]},
         "rollout": {"engine": "latency_model", "latency_model": lm, "mode": "sync" if topology == "coupled" else "rollout",
                     "num_generations": args.group_size, "groups_per_iteration": args.groups, "max_new_tokens": 16,
@@ -224,6 +273,8 @@ class ArmResult:
     note: str = ""
     engine: dict[str, float] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)  # the trainer's metrics, one row per update
+    dropped: list[Span] = field(default_factory=list)  # episodes the lag bound dropped (not counted)
+    staleness: list[dict[str, Any]] = field(default_factory=list)  # one StaleRecord per consumed trajectory
 
 
 def run_coupled(args: argparse.Namespace) -> ArmResult:
@@ -274,15 +325,24 @@ def run_decoupled_arm(args: argparse.Namespace) -> Optional[ArmResult]:
         cfg = TrainConfig.model_validate(recipe(args, tiny_model(args, Path(tmp)), Path(tmp) / "run", "decoupled"))
         out = run_decoupled(cfg, log=lambda s: None)
     events = list(out["events"])
-    m = metrics_from_events(events, args.num_envs, args.policy_workers, args.update_gpus)
+    drops = [r for r in out.get("staleness", []) if r.get("action") == "drop"]
+    spans = [(r["env_lane"], *r["env_span"]) for r in drops if r.get("env_lane") and r.get("env_span")]
+    unplaced = len(drops) - len(spans)  # dropped trajectories that do not say where they ran (counted as work)
+    m = metrics_from_events(events, args.num_envs, args.policy_workers, args.update_gpus, dropped=spans)
     lags = [r["lag"] for r in out.get("staleness", [])]
-    dropped = sum(r.get("action") == "drop" for r in out.get("staleness", []))
+    dropped = len(drops)
     srs = [r["rollout/success_rate"] for r in out.get("metrics", []) if "rollout/success_rate" in r]
     m.update({"staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": int(max(lags, default=0)),
               "trajectories": len(lags), "success_rate": float(np.mean(srs)) if srs else float("nan"),
-              "updates": int(out.get("updates", 0))})
-    note = f"{dropped} of {len(lags)} trajectories dropped as older than max_policy_lag {args.max_policy_lag}"
-    return ArmResult("decoupled", m, events, note=note, rows=list(out.get("metrics", [])))
+              "updates": int(out.get("updates", 0)), "dropped": dropped,
+              "drop_rate": dropped / len(lags) if lags else 0.0})
+    note = (f"{dropped} of {len(lags)} trajectories dropped as older than max_policy_lag {args.max_policy_lag} "
+            f"({100 * m['dropped_action_share']:.1f}% of the window's actions); their env time and actions are "
+            f"not counted (with them: actions/min {m['actions_per_min_incl_dropped']:.1f}, U_env occupied "
+            f"{100 * m['u_env_occupied_incl_dropped']:.1f}%, U_env exec {100 * m['u_env_exec_incl_dropped']:.1f}%)"
+            + (f"; {unplaced} dropped trajectories without env_lane/env_span are still counted" if unplaced else ""))
+    return ArmResult("decoupled", m, events, note=note, rows=list(out.get("metrics", [])), dropped=spans,
+                     staleness=list(out.get("staleness", [])))
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -388,7 +448,8 @@ def histogram_text(name: str, h: dict[str, Any]) -> str:
 
 def print_table(arms: Sequence[ArmResult], args: argparse.Namespace) -> None:
     cols = ["arm", "envs", "policy workers", "window s", "actions", "actions/min", "U_env exec", "U_env occupied",
-            "policy util", "trainer idle", "GPU util", "staleness mean/max", "trajs", "success"]
+            "policy util", "trainer idle", "GPU util", "staleness mean/max", "trajs", "success",
+            "dropped (share of actions)"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for a in arms:
@@ -401,14 +462,20 @@ def print_table(arms: Sequence[ArmResult], args: argparse.Namespace) -> None:
         print(f"| {a.arm} | {args.num_envs} | {args.policy_workers} | {m['wall_s']:.1f} | {m['actions']} | "
               f"{m['actions_per_min']:.1f} | {pct('u_env_exec')} | {pct('u_env_occupied')} | {pct('u_policy')} | "
               f"{pct('trainer_idle')} | {pct('u_gpu')} | {m['staleness_mean']:.2f}/{m['staleness_max']} | {m['trajectories']} | "
-              f"{pct('success_rate')} |")
+              f"{pct('success_rate')} | {int(m.get('dropped', 0))}/{m['trajectories']} "
+              f"({pct('dropped_action_share')}) |")
     by = {a.arm: a.metrics for a in arms}
     if "coupled" in by and "decoupled" in by:
         c, d = by["coupled"], by["decoupled"]
         ratio = (lambda k: d[k] / c[k] if c[k] else float("inf"))
         print(f"decoupled / coupled: actions/min x{ratio('actions_per_min'):.2f}, U_env exec "
               f"x{ratio('u_env_exec'):.2f}, U_env occupied x{ratio('u_env_occupied'):.2f}, policy util "
-              f"x{ratio('u_policy'):.2f}, GPU util x{ratio('u_gpu'):.2f}")
+              f"x{ratio('u_policy'):.2f}, GPU util x{ratio('u_gpu'):.2f} (dropped rollouts' env time and actions "
+              f"not counted; drop rate {100 * d.get('drop_rate', 0.0):.1f}% of trajectories)")
+        print(f"  policy time of dropped rollouts not counted either (approximate): policy util "
+              f"x{d['u_policy_useful'] / c['u_policy']:.2f}, GPU util x{d['u_gpu_useful'] / c['u_gpu']:.2f}; "
+              f"dropped rollouts counted: actions/min x{ratio('actions_per_min_incl_dropped'):.2f}, U_env "
+              f"occupied x{ratio('u_env_occupied_incl_dropped'):.2f}, U_env exec x{ratio('u_env_exec_incl_dropped'):.2f}")
     for a in arms:
         if a.engine:
             e = a.engine
@@ -430,6 +497,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--max-steps", type=int, default=30, help="step budget per episode (DART trains with at "
                                                                 "most 30 steps)")
     ap.add_argument("--n-tasks", type=int, default=16, help="tasks of the LatencyModel-v0 suite")
+    ap.add_argument("--n-elements", type=int, default=6, help="buttons on a LatencyModel-v0 screen")
+    ap.add_argument("--min-targets", type=int, default=1, help="fewest buttons a task names")
+    ap.add_argument("--max-targets", type=int, default=3, help="most buttons a task names")
     ap.add_argument("--latency", type=Path, default=ROOT / "bench" / "data" / "latency_osworld.json",
                     help="recorded latency histograms (bench/record_latency.py)")
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiplies every modelled time (env, policy, "
@@ -503,7 +573,9 @@ def main(argv: Optional[list[str]] = None) -> int:
            "policy_model": asdict(model), "update_model": asdict(upd),
            "latency_file": {"path": str(args.latency), "env_id": lat.get("env_id"), "machine": lat.get("machine"),
                             "note": lat.get("note")},
-           "arms": {a.arm: {"metrics": a.metrics, "engine": a.engine, "note": a.note} for a in arms},
+           "arms": {a.arm: {"metrics": a.metrics, "engine": a.engine, "note": a.note, "dropped": a.dropped,
+                             "staleness": a.staleness}
+                    for a in arms},
            "machine": {"nproc": os.cpu_count(), "load_after": os.getloadavg()[0],
                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}}
     js = args.out_dir / f"scale_{args.num_envs}envs.json"

@@ -211,8 +211,38 @@ def test_metrics_are_computed_from_the_event_log():
     assert m["trainer_idle"] == pytest.approx(1 - 6 / 10)
 
 
+def test_dropped_rollouts_do_not_count_as_env_work():
+    def row(service, kind, worker, start, end):
+        return {"service": service, "kind": kind, "worker": worker, "start": start, "end": end}
+
+    # e0 runs episode A [0, 5] then B [6, 10]; e1 runs C [0, 10]; the lag bound dropped B
+    rows = [row("env", "reset", "e0", 0.0, 1.0), row("env", "step", "e0", 1.0, 3.0), row("env", "step", "e0", 3.0, 5.0),
+            row("env", "reset", "e0", 6.0, 7.0), row("env", "step", "e0", 7.0, 8.0), row("env", "step", "e0", 8.0, 10.0),
+            row("env", "reset", "e1", 0.0, 1.0), row("env", "step", "e1", 1.0, 10.0),
+            row("policy", "generate", "w0", 1.0, 5.0), row("trainer", "train", "trainer", 9.0, 11.0)]  # window [1, 11]
+    dropped_b = [("e0", 5.9, 10.05)]  # the trajectory's span: reset sent .. last result seen
+    m = S.metrics_from_events(rows, num_envs=2, num_workers=1, trainer_gpus=1, dropped=dropped_b)
+    # counted: A's 2 steps and C's step; B's 2 steps are not actions used in training
+    assert m["actions"] == 3 and m["actions_incl_dropped"] == 5
+    assert m["actions_per_min"] == pytest.approx(60 * 3 / 10)
+    assert m["dropped_action_share"] == pytest.approx(2 / 5)
+    # occupied: e0 [1, 5] (A only), e1 [1, 10]; with B: e0 also [6, 10]
+    assert m["u_env_occupied"] == pytest.approx((4 + 9) / 20)
+    assert m["u_env_occupied_incl_dropped"] == pytest.approx((4 + 4 + 9) / 20)
+    assert m["u_env_exec"] == pytest.approx((2 + 2 + 9) / 20)  # A's steps, C's step (resets end by t = 1)
+    assert m["u_env_exec_incl_dropped"] == pytest.approx((2 + 2 + 1 + 1 + 2 + 9) / 20)  # + B's reset and steps
+    # policy time scaled by the share of requests that served kept rollouts
+    assert m["u_policy"] == pytest.approx(4 / 10) and m["u_policy_useful"] == pytest.approx(4 / 10 * 3 / 5)
+    assert m["u_gpu"] == pytest.approx((4 + 2) / 20) and m["u_gpu_useful"] == pytest.approx((4 * 3 / 5 + 2) / 20)
+    # only rows wholly inside the span, on its lane, go
+    assert S.metrics_from_events(rows, 2, 1, 1, dropped=[("e0", 7.5, 10.05)])["actions"] == 4  # B's last step
+    assert S.metrics_from_events(rows, 2, 1, 1, dropped=[("e3", 5.9, 10.05)])["actions"] == 5
+    assert S.metrics_from_events(rows, 2, 1, 1)["u_env_occupied"] == pytest.approx((4 + 4 + 9) / 20)
+
+
 def _args(**kw):
-    base = dict(num_envs=3, group_size=2, groups=2, iterations=2, max_steps=4, n_tasks=4,
+    base = dict(num_envs=3, group_size=2, groups=2, iterations=2, max_steps=4, n_tasks=4, n_elements=6, min_targets=1,
+                max_targets=3,
                 latency=ROOT / "bench" / "data" / "latency_miniwob.json", time_scale=0.05, policy_workers=1,
                 policy_rate_rps=2.55, policy_floor_s=1.28, policy_sync_s=1.12, p_correct=0.3, env_clusters=2,
                 max_policy_lag=1, backend="process", ray_num_cpus=0.0, seed=0, update_gpus=8,
@@ -283,8 +313,11 @@ def test_decoupled_bench_run_honours_the_engine_model_and_reports_from_its_log()
     trains = sorted((e for e in ev if e["kind"] == "train"), key=lambda e: e["start"])
     assert len(modelled) == 2 and modelled == [pytest.approx(args.time_scale * UpdateLatencyModel(gpus=8).update_s(
         t["samples"])) for t in trains if t["samples"]]
-    derived = S.metrics_from_events(ev, 4, 2, 8)
+    derived = S.metrics_from_events(ev, 4, 2, 8, dropped=res.dropped)
     assert m == {**m, **derived}
+    # rollouts the lag bound dropped are not counted as env work
+    assert len(res.dropped) == m["dropped"] and m["u_env_occupied"] <= m["u_env_occupied_incl_dropped"]
+    assert m["actions"] <= m["actions_incl_dropped"] and 0.0 <= m["dropped_action_share"] < 1.0
     lo, hi = S.window(ev)
     assert m["actions"] == sum(1 for e in ev if e["service"] == "env" and e["kind"] == "step" and lo < e["end"] <= hi)
     # a field moves with the log: drop one batch row and the policy utilisation falls

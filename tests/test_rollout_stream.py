@@ -281,3 +281,26 @@ def test_the_data_manager_deals_single_rollouts_and_releases_a_group_once_all_it
     (j5,) = dm.next_jobs(2)
     assert (j5["task_id"], j5["members"]) == ("a", [0, 1]) and j5["group_id"] not in (j1["group_id"], j3["group_id"])
     dm.close()
+
+
+def test_each_trajectory_says_which_env_rows_are_its_own():
+    # bench/scale.py removes a dropped rollout's env time by (lane, span): the span on env
+    # env_index must hold exactly that rollout's reset and steps, and nothing of its neighbours'
+    from guigym.train.decoupled.env_cluster import _LoggedPool
+    from guigym.train.decoupled.events import EventLog
+
+    log = EventLog("env")
+    pool = _LoggedPool(InlinePool(2), log, "env0")
+    dealer = Dealer([("long", 1, 4), ("short", 1, 1), ("short", 1, 2), ("long", 1, 3)])
+    sched = RolloutScheduler(pool, Service(), FixedPrompts(), mode="rollout", group_size=1, seed=3)
+    sched.stream(dealer.pull, dealer.deliver, dealer.stop, idle_wait_s=0.001)
+    rows = log.rows()
+    trajs = [t for _, g in dealer.delivered for t in g.trajectories]
+    assert len(trajs) == 4 and len(rows) == 4 + sum(t.length for t in trajs)  # a reset and its steps each
+    claimed = []
+    for t in trajs:
+        lane, (t0, t1) = f"env0/{t.info['env_index']}", t.info["env_span"]
+        mine = [r for r in rows if r["worker"] == lane and t0 <= r["start"] and r["end"] <= t1]
+        assert [r["kind"] for r in mine] == ["reset"] + ["step"] * t.length
+        claimed += [id(r) for r in mine]
+    assert sorted(claimed) == sorted(id(r) for r in rows)  # every row is one rollout's, none twice

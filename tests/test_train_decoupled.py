@@ -291,8 +291,11 @@ def test_staleness_split_and_event_helpers():
                           steps=[Step([1], [2], [0.0], v)], reward=0.0, success=False)
 
     g = Group("g", "t", [traj("a", 5), traj("b", 3)])
+    g.trajectories[1].info.update(env_lane="env1/3", env_span=[10.0, 12.5])  # where b ran (env cluster's tag)
     kept, rec = staleness.split_stale([g], 6, 1, "drop")
     assert [t.traj_id for t in kept[0].trajectories] == ["a"] and [r.action for r in rec] == ["train", "drop"]
+    assert (rec[1].env_lane, rec[1].env_span, rec[1].steps) == ("env1/3", [10.0, 12.5], 1)  # bench/scale.py reads these
+    assert (rec[0].env_lane, rec[0].env_span) == ("", None)
     assert len(g.trajectories) == 2  # the input is untouched
     kept, rec = staleness.split_stale([g], 6, 1, "reweight")
     assert len(kept[0].trajectories) == 2 and rec[1].action == "reweight" and rec[1].lag == 3

@@ -19,10 +19,14 @@ Timing: ``reset`` and every ``step`` sleep ``time_scale`` x a latency drawn from
 The draws come from an RNG seeded by ``(latency_seed, episode seed)`` at every reset, so the same
 seed replays the same latencies (reset first, then one per step); envs of a pool with the same
 ``latency_seed`` running the same episode seed sleep alike, different seeds independently.
+With ``"step_draw": "episode"`` in the latency file (default ``"step"``) the step latency is drawn
+once per episode, right after the reset's, and every step of that episode sleeps it: the episode's
+duration then varies as widely as the histogram (a slow desktop task stays slow), instead of the
+sum of i.i.d. step draws concentrating around its mean (bench/dart_regime.py uses this).
 
 Latency files (``latency=``): the JSON ``bench/record_latency.py`` writes (keys ``reset`` and
-``step``, each with ``edges`` (B+1,) seconds and ``counts`` (B,)), a dict of that shape, or None
-for :data:`DEFAULT_LATENCY`. Within a bin the draw is log-uniform (the recorded bins are
+``step``, each with ``edges`` (B+1,) seconds and ``counts`` (B,); optional ``step_draw``), a dict
+of that shape, or None for :data:`DEFAULT_LATENCY`. Within a bin the draw is log-uniform (the recorded bins are
 log-spaced).
 
 Observation (``Dict``): ``a11y`` XML text, ``instruction`` text, and with ``screen=(W, H)`` a black
@@ -128,23 +132,38 @@ class LatencyHistogram:
         return float((p * means).sum())
 
 
+#: when a step latency is drawn: once per step (recorded envs) or once per episode
+STEP_DRAWS = ("step", "episode")
+
+
+def _latency_data(latency: Union[str, Path, Mapping[str, Any], None]) -> tuple[Mapping[str, Any], str]:
+    """(the latency mapping, where it came from) for a path, a dict or None."""
+    if latency is None:
+        return DEFAULT_LATENCY, "DEFAULT_LATENCY"
+    if isinstance(latency, (str, Path)):
+        path = Path(latency)
+        try:
+            return json.loads(path.read_text()), str(path)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"latency: cannot read {path}: {exc}") from None
+    if isinstance(latency, Mapping):
+        return latency, "latency"
+    raise ConfigError(f"latency must be a path, a dict or None, got {type(latency).__name__}")
+
+
+def load_step_draw(latency: Union[str, Path, Mapping[str, Any], None]) -> str:
+    """The ``step_draw`` of a latency file/dict: ``"step"`` (default) or ``"episode"``."""
+    data, where = _latency_data(latency)
+    draw = data.get("step_draw", "step")
+    if draw not in STEP_DRAWS:
+        raise ConfigError(f"{where}: field 'step_draw' must be one of {STEP_DRAWS}, got {draw!r}")
+    return str(draw)
+
+
 def load_latency(latency: Union[str, Path, Mapping[str, Any], None]) -> dict[str, LatencyHistogram]:
     """``{"reset": LatencyHistogram, "step": LatencyHistogram}`` from a recorded JSON file, a dict
     of that shape, or None (:data:`DEFAULT_LATENCY`)."""
-    if latency is None:
-        data: Mapping[str, Any] = DEFAULT_LATENCY
-        where = "DEFAULT_LATENCY"
-    elif isinstance(latency, (str, Path)):
-        path = Path(latency)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"latency: cannot read {path}: {exc}") from None
-        where = str(path)
-    elif isinstance(latency, Mapping):
-        data, where = latency, "latency"
-    else:
-        raise ConfigError(f"latency must be a path, a dict or None, got {type(latency).__name__}")
+    data, where = _latency_data(latency)
     out = {}
     for kind in ("reset", "step"):
         if kind not in data or not isinstance(data[kind], Mapping):
@@ -153,18 +172,20 @@ def load_latency(latency: Union[str, Path, Mapping[str, Any], None]) -> dict[str
     return out
 
 
-def make_tasks(n_tasks: int, n_elements: int, max_targets: int, max_steps: int, seed: int = 0) -> list[Task]:
-    """``n_tasks`` tasks ``latency-000`` ...: each names 1..``max_targets`` distinct buttons to
-    click in order (drawn with ``seed``) among ``n_elements`` on screen."""
-    if not 1 <= max_targets <= n_elements <= len(WORDS):
-        raise ConfigError(f"need 1 <= max_targets ({max_targets}) <= n_elements ({n_elements}) <= {len(WORDS)}")
+def make_tasks(n_tasks: int, n_elements: int, max_targets: int, max_steps: int, seed: int = 0,
+               min_targets: int = 1) -> list[Task]:
+    """``n_tasks`` tasks ``latency-000`` ...: each names ``min_targets``..``max_targets`` distinct
+    buttons to click in order (drawn with ``seed``) among ``n_elements`` on screen."""
+    if not 1 <= min_targets <= max_targets <= n_elements <= len(WORDS):
+        raise ConfigError(f"need 1 <= min_targets ({min_targets}) <= max_targets ({max_targets}) <= n_elements "
+                          f"({n_elements}) <= {len(WORDS)}")
     if n_tasks < 1:
         raise ConfigError(f"n_tasks must be >= 1, got {n_tasks}")
     rng = np.random.default_rng(seed)
     tasks = []
     for k in range(n_tasks):
         names = [str(w) for w in rng.choice(WORDS, size=n_elements, replace=False)]
-        targets = names[: int(rng.integers(1, max_targets + 1))]
+        targets = names[: int(rng.integers(min_targets, max_targets + 1))]
         instruction = "Click " + ", then ".join(targets) + "."
         tasks.append(Task(id=f"latency-{k:03d}", instruction=instruction, platform="web", suite="latency_model",
                           domain="latency_model", max_steps=max_steps, evaluator={"targets": targets},
@@ -180,7 +201,7 @@ class LatencyModelEnv(GUIEnv):
             for :data:`DEFAULT_LATENCY`).
         time_scale: multiplies every sampled latency (0 = no sleeping, for tests).
         latency_seed: mixed with the episode seed into the latency RNG.
-        n_tasks, n_elements, max_targets, task_seed: the generated suite (:func:`make_tasks`).
+        n_tasks, n_elements, min_targets, max_targets, task_seed: the generated suite (:func:`make_tasks`).
         task / tasks: restrict the suite to these ids (as MiniWoB-v0's ``task``/``tasks``; the
             trainer passes ``env.tasks`` this way).
         max_steps: step budget of every task (default 15, OSWorld's).
@@ -191,15 +212,16 @@ class LatencyModelEnv(GUIEnv):
 
     def __init__(self, latency: Union[str, Path, Mapping[str, Any], None] = None, time_scale: float = 1.0,
                  latency_seed: int = 0, n_tasks: int = 16, n_elements: int = 6, max_targets: int = 3,
-                 task_seed: int = 0, max_steps: Optional[int] = 15, screen: Optional[tuple[int, int]] = None,
+                 task_seed: int = 0, min_targets: int = 1, max_steps: Optional[int] = 15, screen: Optional[tuple[int, int]] = None,
                  task: Optional[str] = None, tasks: Optional[Sequence[str]] = None, dialect: str = "canonical",
                  render_mode: Optional[str] = None, info_timings: bool = False) -> None:
         if not time_scale >= 0:
             raise ConfigError(f"time_scale must be >= 0, got {time_scale}")
         self.latency = load_latency(latency)
+        self.step_draw = load_step_draw(latency)
         self.time_scale = float(time_scale)
         self.latency_seed = int(latency_seed)
-        suite = make_tasks(n_tasks, n_elements, max_targets, max_steps or 15, task_seed)
+        suite = make_tasks(n_tasks, n_elements, max_targets, max_steps or 15, task_seed, min_targets)
         wanted = [task] if task is not None else (list(tasks) if tasks is not None else None)
         if wanted is not None:
             by_id = {t.id: t for t in suite}
@@ -218,12 +240,16 @@ class LatencyModelEnv(GUIEnv):
         self._lat_rng = np.random.default_rng(self.latency_seed)
         self._ids: dict[str, str] = {}  # element id -> name
         self._progress = 0
+        self._episode_step: Optional[float] = None  # step_draw "episode": this episode's step latency
         #: the latencies slept so far this episode (s, before time_scale): reset first, then steps
         self.latencies: list[float] = []
 
     # ---- timing ---------------------------------------------------------------------------------
     def _sleep(self, kind: str) -> None:
-        lat = float(self.latency[kind].sample(self._lat_rng))
+        if kind == "step" and self._episode_step is not None:
+            lat = self._episode_step
+        else:
+            lat = float(self.latency[kind].sample(self._lat_rng))
         self.latencies.append(lat)
         if self.time_scale > 0:
             time.sleep(lat * self.time_scale)
@@ -238,7 +264,10 @@ class LatencyModelEnv(GUIEnv):
         order = layout.permutation(len(names))
         self._ids = {ids[k]: names[int(order[k])] for k in range(len(names))}
         self._progress = 0
+        self._episode_step = None
         self._sleep("reset")
+        if self.step_draw == "episode":  # drawn after the reset's latency: the same seed replays both
+            self._episode_step = float(self.latency["step"].sample(self._lat_rng))
 
     def _observe(self) -> dict[str, Any]:
         nodes = "".join(f'<button id="{i}" name="{name}" bbox="10,{10 + 30 * k},120,24"/>'

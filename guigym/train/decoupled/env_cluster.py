@@ -173,6 +173,8 @@ class EnvCluster:
                 t.group_id = group_id
                 t.run_id = self.run_id
                 t.info = {**t.info, "env_cluster": self.index}
+                if "env_index" in t.info:  # the lane of its env's event rows (_LoggedPool's worker name)
+                    t.info["env_lane"] = f"env{self.index}/{t.info['env_index']}"
             ray.get(self.dm.add_group.remote(group_id, group.trajectories, list(members)))
             undelivered.pop(key, None)
 

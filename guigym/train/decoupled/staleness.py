@@ -16,7 +16,7 @@ steps). With ``L = max_policy_lag``:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 POLICIES = ("drop", "reweight")
 
@@ -31,6 +31,9 @@ class StaleRecord:
     trained_version: int
     lag: int
     action: str  # "train" | "drop" | "reweight"
+    steps: int = 0  # env actions it took
+    env_lane: str = ""  # the env that ran it (event-row worker name), "" if unknown
+    env_span: Optional[list[float]] = None  # [reset sent, last result] wall seconds on that env
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,7 +54,10 @@ def split_stale(groups: Sequence[Any], version: int, max_lag: int, policy: str) 
             lag = int(version) - int(t.policy_version)
             stale = lag > max_lag
             action = "train" if not stale else policy
-            records.append(StaleRecord(t.traj_id, g.group_id, int(t.policy_version), int(version), lag, action))
+            span = t.info.get("env_span")
+            records.append(StaleRecord(t.traj_id, g.group_id, int(t.policy_version), int(version), lag, action,
+                                       steps=len(t.steps), env_lane=str(t.info.get("env_lane", "")),
+                                       env_span=[float(x) for x in span] if span else None))
             if action != "drop":
                 members.append(t)
         if members:

@@ -156,6 +156,7 @@ class _Run:
     job: _Job
     traj_id: str
     started: float
+    started_wall: float = 0.0  # time.time() when its reset was sent (event rows use wall time)
     episode: Optional[EpisodePrompts] = None
     steps: list[Step] = field(default_factory=list)
     prompt: Optional[Prompt] = None
@@ -415,7 +416,8 @@ class RolloutScheduler:
             job = pending.popleft()
             if i in idle_since:  # it sat idle while this job was pending
                 stats.env_idle_pending_s += time.monotonic() - idle_since.pop(i)
-            run = _Run(job=job, traj_id=new_traj_id(), started=time.monotonic(), max_steps=job.max_steps)
+            run = _Run(job=job, traj_id=new_traj_id(), started=time.monotonic(), started_wall=time.time(),
+                       max_steps=job.max_steps)
             slots[i] = run
             send_reset(i, run)
 
@@ -484,7 +486,10 @@ class RolloutScheduler:
                               success=bool(success), source="on_policy",
                               guidance_level=int(job.guidance.level) if job.guidance is not None else 0,
                               info={"member": job.member, "lost_attempts": job.attempt, "terminated": terminated,
-                                    "truncated": truncated, "cut_by_scheduler": cut, "mode": self.mode})
+                                    "truncated": truncated, "cut_by_scheduler": cut, "mode": self.mode,
+                                    # where and when it ran: every env call of this episode (reset sent ..
+                                    # last result seen) lies inside env_span (wall seconds) on env env_index
+                                    "env_index": i, "env_span": [run.started_wall, time.time()]})
             instruction = getattr(run.episode, "instruction", "")  # a builder's episode object may lack it
             if instruction:
                 # the env's own instruction (before any guidance): memory extractors key on it
