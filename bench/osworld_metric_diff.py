@@ -47,7 +47,7 @@ DEFAULT_TESTS = (
     "tests/test_osworld_metrics_apps.py", "tests/test_osworld_metrics_files.py",
     "tests/test_osworld_metrics_gimp.py", "tests/test_osworld_metrics_impress.py",
     "tests/test_osworld_metrics_misc.py", "tests/test_osworld_metrics_more.py",
-    "tests/test_osworld_metrics_writer.py",
+    "tests/test_osworld_metrics_writer.py", "tests/test_osworld_chrome_profile.py",
 )
 TOL = 1e-6
 
