@@ -395,6 +395,20 @@ def test_compare_htmls(tmp_path: Path) -> None:
     assert head.text == "Survey 2021"  # style content is not text, as in bs4
 
 
+def test_compare_htmls_ignore_sdnum(tmp_path: Path) -> None:
+    # OSWorld 1.0.2 (chrome.py): with ignore_sdnum an element whose attributes differ only in
+    # LibreOffice's number-format attribute ``sdnum`` still matches
+    gold = _html(tmp_path, "gold.html", GOLD.replace('<td id="y">', '<td id="y" sdnum="1033;0;0.00">'))
+    other = _html(tmp_path, "other.html", GOLD.replace('<td id="y">', '<td id="y" sdnum="1031;0;0,00">'))
+    bare = _html(tmp_path, "bare.html", GOLD)
+    cmp = m("compare_htmls")
+    assert cmp(other, gold) == 0.0
+    assert cmp(other, gold, ignore_sdnum=True) == 1.0
+    assert cmp(bare, gold, ignore_sdnum=True) == 1.0
+    assert cmp(_html(tmp_path, "id.html", GOLD.replace('<td id="y">', '<td id="z" sdnum="1">')), gold,
+               ignore_sdnum=True) == 0.0  # other attributes still count
+
+
 def GC_html_nodes(text: str) -> list:
     from guigym.envs.desktop.evaluators.metrics.chrome import html_nodes
 

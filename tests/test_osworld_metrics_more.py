@@ -47,6 +47,22 @@ def test_check_image_size_checks_only_the_given_sides(tmp_path):
     assert f(str(tmp_path / "missing.png"), {"width": 40}) == 0.0
 
 
+def test_check_image_size_ignore_transparent_measures_the_opaque_content(tmp_path):
+    # OSWorld 1.0.2 (gimp.py): with rule["ignore_transparent"] an image with alpha is measured by
+    # the bounding box of its non-transparent pixels (a canvas resized with a transparent border)
+    img = Image.new("RGBA", (50, 40), (0, 0, 0, 0))
+    img.paste(Image.new("RGBA", (20, 10), (255, 0, 0, 255)), (5, 7))
+    p = tmp_path / "padded.png"
+    img.save(p)
+    f = get_metric("check_image_size")
+    assert f(str(p), {"width": 20, "height": 10, "ignore_transparent": True}) == 1.0
+    assert f(str(p), {"width": 50, "height": 40, "ignore_transparent": True}) == 0.0
+    assert f(str(p), {"width": 50, "height": 40}) == 1.0          # without the option: the canvas
+    assert f(str(p), {"width": 20, "height": 10}) == 0.0
+    Image.new("RGBA", (8, 8), (0, 0, 0, 0)).save(tmp_path / "clear.png")
+    assert f(str(tmp_path / "clear.png"), {"width": 0, "ignore_transparent": True}) == 1.0  # all transparent
+
+
 def test_compare_image_list_needs_every_pair_pixel_identical(tmp_path):
     def img(name, colour, px=None):
         im = Image.new("RGB", (8, 8), colour)

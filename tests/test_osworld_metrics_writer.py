@@ -207,6 +207,23 @@ def test_contains_page_break(tmp_path):
     assert f(None) == 0.0
 
 
+def test_contains_page_break_checks_the_rules_page_break_count(tmp_path):
+    # OSWorld 1.0.2 (docs.py): rules["page_break_count"], when given, must equal the number of
+    # page breaks; real task files pass it (e.g. a document that needs exactly one break)
+    f = get_metric("contains_page_break")
+    doc = docx.Document()
+    doc.add_paragraph("one").add_run().add_break(WD_BREAK.PAGE)
+    doc.add_paragraph("two").add_run().add_break(WD_BREAK.PAGE)
+    doc.add_paragraph("three")
+    two = save(doc, tmp_path, "two.docx")
+    assert f(two, {"page_break_count": 2}) == 1.0
+    assert f(two, {"page_break_count": 1}) == 0.0
+    assert f(two, {}) == 1.0                         # no count asked: any break passes
+    none = docx.Document()
+    none.add_paragraph("no break")
+    assert f(save(none, tmp_path, "none.docx"), {"page_break_count": 0}) == 0.0  # a break is still needed
+
+
 # --------------------------------------------------------------------------- colours
 
 

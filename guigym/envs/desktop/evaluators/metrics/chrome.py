@@ -226,7 +226,10 @@ def html_nodes(data: bytes) -> Iterator[Union[HtmlTag, str]]:
 def compare_htmls(html_path1: Optional[str], html_path2: Optional[str], **options: Any) -> float:
     """1 when the two HTML files' nodes (:func:`html_nodes`) agree pairwise: elements by name,
     stripped text and attributes, text nodes exactly. As OSWorld (``zip`` of both walks), only
-    as many nodes as the shorter document has are compared. Files must be UTF-8."""
+    as many nodes as the shorter document has are compared. Files must be UTF-8.
+
+    ``ignore_sdnum`` (OSWorld 1.0.2): elements whose attributes differ only in LibreOffice's
+    number-format attribute ``sdnum`` match."""
     if not html_path1 or not html_path2:
         return 0.0
     docs = []
@@ -235,7 +238,10 @@ def compare_htmls(html_path1: Optional[str], html_path2: Optional[str], **option
             data = f.read()
         data.decode("utf-8")  # OSWorld reads both as UTF-8 text and fails on anything else
         docs.append(data)
+    ignore_sdnum = bool(options.get("ignore_sdnum"))
     for a, b in zip(html_nodes(docs[0]), html_nodes(docs[1])):
+        if ignore_sdnum and isinstance(a, HtmlTag) and isinstance(b, HtmlTag):
+            a, b = (HtmlTag(t.name, t.text, tuple(kv for kv in t.attrs if kv[0] != "sdnum")) for t in (a, b))
         if a != b:
             log.info("compare_htmls: %r differs from %r", a, b)
             return 0.0

@@ -195,11 +195,19 @@ def check_brightness_decrease_and_structure_sim(src_path: Optional[str], tgt_pat
 @METRICS.register("check_image_size")
 def check_image_size(src_path: Optional[str], rule: Any, **options: Any) -> float:
     """gimp.py ``check_image_size``: 1 when the image's width and height equal ``rule["width"]``
-    and ``rule["height"]`` (a key that is absent or None is not checked). Missing image: 0."""
+    and ``rule["height"]`` (a key that is absent or None is not checked). Missing image: 0.
+
+    The size is the bounding box of the non-transparent pixels (0 x 0 when there are none), not
+    the canvas, for an RGBA/LA image when ``rule["ignore_transparent"]`` is set, and, as OSWorld
+    1.0.2 groups that condition, for any image with a ``transparency`` entry (a palette or RGB
+    PNG with a tRNS chunk) even without the option."""
     if src_path is None or not os.path.exists(src_path):
         return 0.0
     with Image.open(src_path) as img:
         width, height = img.size
+        if (rule.get("ignore_transparent", False) and img.mode in ("RGBA", "LA")) or "transparency" in img.info:
+            bbox = img.convert("RGBA").getchannel("A").getbbox()
+            width, height = (bbox[2] - bbox[0], bbox[3] - bbox[1]) if bbox else (0, 0)
     ok_w = rule.get("width") is None or width == rule["width"]
     ok_h = rule.get("height") is None or height == rule["height"]
     return float(ok_w and ok_h)

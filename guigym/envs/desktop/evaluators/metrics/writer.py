@@ -220,19 +220,21 @@ def check_italic_font_size_14(path1: Optional[str], path2: Optional[str], **opti
 
 
 @METRICS.register("contains_page_break")
-def contains_page_break(docx_file: Optional[str], *_: Any, **options: Any) -> float:
-    """docs.py: some run of a body paragraph holds ``<w:br w:type="page"/>``."""
+def contains_page_break(docx_file: Optional[str], rules: Any = None, **options: Any) -> float:
+    """docs.py: the body paragraphs' runs hold at least one ``<w:br w:type="page"/>`` and, when
+    ``rules["page_break_count"]`` is given (OSWorld 1.0.2), exactly that many."""
     if not docx_file:
         return 0.0
     doc = _open_docx(docx_file, "contains_page_break")
     if doc is None:
         return 0.0
     type_attr = f"{{{W_NS}}}type"
-    for p in doc.paragraphs:
-        for run in p.runs:
-            if any(br.get(type_attr) == "page" for br in run.element.iter(f"{{{W_NS}}}br")):
-                return 1.0
-    return 0.0
+    count = sum(1 for p in doc.paragraphs for run in p.runs
+                for br in run.element.iter(f"{{{W_NS}}}br") if br.get(type_attr) == "page")
+    want = rules.get("page_break_count") if isinstance(rules, Mapping) else None
+    if want is not None and count != want:
+        return 0.0
+    return float(count > 0)
 
 
 # --------------------------------------------------------------------------- colours

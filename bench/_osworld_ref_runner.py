@@ -1,0 +1,125 @@
+"""Run OSWorld's own metric functions on recorded cases (the reference side of
+bench/osworld_metric_diff.py).
+
+Runs under the isolated venv's python (scripts/install_osworld_reference.sh: PyPI ``desktop-env``
+1.0.2 with ``--no-deps`` plus the libraries its evaluators import), never inside guigym's process,
+and imports nothing from guigym. Protocol, JSON over stdin / a result file::
+
+    stdin : {"root": DIR, "timeout_s": 60, "cases": [{"id": "c1", "metric": NAME,
+             "args": [...], "kwargs": {...}}, ...]}       # {"$file": REL} = DIR/REL
+    argv[1]: the file to write [{"id": "c1", "score": 1.0} | {"id", "error": "Type: msg"}
+             | {"id", "unavailable": "why"}, ...] to (stdout stays free for upstream's prints)
+
+``python _osworld_ref_runner.py --check`` imports the metrics and prints the package version.
+
+Three libraries its evaluators import are not installed, each for a reason (docs/benchmarks.md):
+``easyocr`` (OCR model weights from the network: compare_image_text), ``librosa`` (numba/llvmlite,
+~100 MB, for compare_audios) and ``acoustid`` (needs the fpcalc binary); they are stubbed so the
+rest imports, and a case that reaches a stub is reported ``unavailable``, never scored.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import signal
+import sys
+import types
+from typing import Any
+
+STUBBED = ("easyocr", "librosa", "acoustid")
+
+
+class ReferenceUnavailable(RuntimeError):
+    """Raised by a stubbed library: this case cannot be scored by the reference here."""
+
+
+def _stub(name: str) -> types.ModuleType:
+    """A module whose every attribute raises :class:`ReferenceUnavailable` naming ``name``."""
+    mod = types.ModuleType(name)
+
+    def _missing(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise ReferenceUnavailable(f"{name}.{attr}: {name} is not installed in the reference venv")
+
+    mod.__getattr__ = _missing  # type: ignore[method-assign]
+    return mod
+
+
+def load_metrics() -> Any:
+    """``desktop_env.evaluators.metrics`` with the stubs of :data:`STUBBED` in place where missing."""
+    for name in STUBBED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            sys.modules[name] = _stub(name)
+    return importlib.import_module("desktop_env.evaluators.metrics")
+
+
+def _resolve(value: Any, root: str) -> Any:
+    """Replace every ``{"$file": rel}`` in ``value`` by ``root/rel``."""
+    if isinstance(value, dict):
+        if set(value) == {"$file"}:
+            return f"{root}/{value['$file']}"
+        return {k: _resolve(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, root) for v in value]
+    return value
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def run_case(metrics: Any, case: dict[str, Any], root: str, timeout_s: int) -> dict[str, Any]:
+    """One case: its score as a float, or why there is none."""
+    out: dict[str, Any] = {"id": case["id"]}
+    fn = getattr(metrics, case["metric"], None)
+    if fn is None:
+        out["unavailable"] = f"desktop_env has no metric {case['metric']!r}"
+        return out
+    args = _resolve(case.get("args", []), root)
+    kwargs = _resolve(case.get("kwargs", {}), root)
+    signal.alarm(timeout_s)
+    try:
+        raw = fn(*args, **kwargs)
+        if raw is None:
+            out["error"] = "returned None"
+        else:
+            out["score"] = float(raw)
+    except ReferenceUnavailable as exc:
+        out["unavailable"] = str(exc)
+    except _Timeout:
+        out["error"] = f"Timeout: over {timeout_s} s"
+    except BaseException as exc:  # noqa: BLE001 -- upstream raises anything, SystemExit included
+        out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        signal.alarm(0)
+    return out
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--check"]:
+        load_metrics()
+        from importlib.metadata import version
+        print("desktop-env", version("desktop-env"))
+        return 0
+    request = json.load(sys.stdin)
+    signal.signal(signal.SIGALRM, _alarm)
+    # upstream prints freely: keep stdout for nothing but that, and write results to the file
+    with contextlib.redirect_stdout(sys.stderr):
+        metrics = load_metrics()
+        results = [run_case(metrics, c, request["root"], int(request.get("timeout_s", 60)))
+                   for c in request["cases"]]
+    with open(sys.argv[1], "w") as fh:
+        json.dump(results, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""OSWorld metric differential (issue 36 item 1): OSWorld's own metric functions against guigym's
+on the same inputs, and a table per metric of cases, agree, disagree.
+
+    bash scripts/install_osworld_reference.sh            # once: the isolated desktop-env venv
+    python bench/osworld_metric_diff.py                   # harvest cases, run both sides, table
+    python bench/osworld_metric_diff.py --cases DIR --no-harvest --show 20 --json out.json
+
+1. **Cases** are the metric calls the test suite already makes on the real files it generates
+   (xlsx with charts and pivots, docx, pptx, pdf, images, csv in several encodings, json,
+   archives, prefs, a11y XML, VLC status XML...): the metric test files run under pytest with the
+   recorder plugin (bench/_osworld_case_recorder.py), which writes each outermost metric call and
+   copies of its files to ``--cases`` (default: a fresh temporary directory).
+2. **Reference**: OSWorld's functions from PyPI ``desktop-env`` 1.0.2, in the isolated venv
+   (``--no-deps`` plus the libraries its evaluators import; its pins, numpy<2, pandas<2.3,
+   torch~=2.5, conflict with ours), run by bench/_osworld_ref_runner.py in a subprocess: JSON
+   over stdin and a result file. Their code is never imported into this process.
+3. **Ours**: ``METRICS[name](*args, **kwargs)`` in this process, on a separate copy of the files
+   (a metric may write next to its inputs).
+
+Outcome of a case on one side: its score (a float), or an error. An error counts as 0: OSWorld's
+``DesktopEnv.evaluate`` lets a metric's exception end the episode without a passing score, and
+ours scores a missing or unreadable result 0. Agree = both outcomes within 1e-6. A case either
+side cannot run here (a stubbed library on theirs, a missing optional library on ours) is
+"unavailable" and left out of the counts. Metrics only one side has are not compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+RUNNER = BENCH / "_osworld_ref_runner.py"
+INSTALL_CMD = "bash scripts/install_osworld_reference.sh"
+#: the test files whose metric calls become cases (the ones that build real input files)
+DEFAULT_TESTS = (
+    "tests/test_osworld_metrics_apps.py", "tests/test_osworld_metrics_files.py",
+    "tests/test_osworld_metrics_gimp.py", "tests/test_osworld_metrics_impress.py",
+    "tests/test_osworld_metrics_misc.py", "tests/test_osworld_metrics_more.py",
+    "tests/test_osworld_metrics_writer.py", "tests/test_osworld_chrome_profile.py",
+)
+TOL = 1e-6
+
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))
+
+
+def venv_python() -> Path:
+    """The isolated venv's python (``GUIGYM_DESKTOP_ENV_VENV`` or the install script's default)."""
+    env = os.environ.get("GUIGYM_DESKTOP_ENV_VENV")
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "guigym" / "venvs" / "desktop-env"
+    return Path(env or base) / "bin" / "python"
+
+
+def venv_ready() -> bool:
+    """True when the install script finished (it writes ``.guigym-ready`` last)."""
+    return (venv_python().parent.parent / ".guigym-ready").exists()
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def harvest(case_dir: Path, tests: Iterable[str], *, timeout_s: int = 1800) -> None:
+    """Run ``tests`` under pytest with the recorder plugin; cases land in ``case_dir``."""
+    case_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GUIGYM_METRIC_CASES=str(case_dir),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(BENCH), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "_osworld_case_recorder", "-p", "no:cacheprovider",
+           *[str(ROOT / t) for t in tests]]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    print(f"harvest: pytest exit {proc.returncode}: {last}", file=sys.stderr)
+
+
+def load_cases(case_dir: Path) -> list[dict[str, Any]]:
+    """The recorded cases, one per id (the first origin kept)."""
+    seen: dict[str, dict[str, Any]] = {}
+    path = case_dir / "cases.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                case = json.loads(line)
+                seen.setdefault(case["id"], case)
+    return list(seen.values())
+
+
+def _resolve(value: Any, root: str) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$file"}:
+            return f"{root}/{value['$file']}"
+        return {k: _resolve(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, root) for v in value]
+    return value
+
+
+def _files_copy(case_dir: Path, dest: Path) -> str:
+    """A private copy of the case files for one side; its root."""
+    if (case_dir / "files").exists():
+        shutil.copytree(case_dir / "files", dest / "files", symlinks=True)
+    (dest / "missing").mkdir(parents=True, exist_ok=True)
+    return str(dest)
+
+
+# ----------------------------------------------------------------------------- both sides
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def run_ours(cases: list[dict[str, Any]], root: str, timeout_s: int = 60) -> dict[str, dict[str, Any]]:
+    """guigym's metric on every case: ``{id: {"score": x} | {"error": s} | {"unavailable": s}}``."""
+    from guigym.envs.desktop.evaluators import METRICS, MetricDependencyError
+
+    out: dict[str, dict[str, Any]] = {}
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for case in cases:
+            res: dict[str, Any] = {}
+            if case["metric"] not in METRICS:
+                res["unavailable"] = f"guigym has no metric {case['metric']!r}"
+                out[case["id"]] = res
+                continue
+            signal.alarm(timeout_s)
+            try:
+                raw = METRICS.get(case["metric"])(*_resolve(case["args"], root), **_resolve(case["kwargs"], root))
+                if raw is None:
+                    res["error"] = "returned None"
+                else:
+                    res["score"] = float(raw)
+            except MetricDependencyError as exc:
+                res["unavailable"] = str(exc)
+            except _Timeout:
+                res["error"] = f"Timeout: over {timeout_s} s"
+            except Exception as exc:  # noqa: BLE001 -- the outcome is the comparison's input
+                res["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            finally:
+                signal.alarm(0)
+            out[case["id"]] = res
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    return out
+
+
+def run_theirs(cases: list[dict[str, Any]], root: str, *, python: Optional[Path] = None,
+               timeout_s: int = 60) -> dict[str, dict[str, Any]]:
+    """OSWorld's metric on every case, in the isolated venv (bench/_osworld_ref_runner.py)."""
+    py = python or venv_python()
+    request = {"root": root, "timeout_s": timeout_s,
+               "cases": [{k: c[k] for k in ("id", "metric", "args", "kwargs")} for c in cases]}
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as res:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONWARNINGS"] = "ignore"
+        proc = subprocess.run([str(py), str(RUNNER), res.name], input=json.dumps(request), text=True,
+                              capture_output=True, env=env, cwd=root,
+                              timeout=60 + timeout_s * max(1, len(cases)))
+        if proc.returncode != 0:
+            raise RuntimeError(f"the reference runner failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+        return {r["id"]: r for r in json.load(res)}
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def outcome(res: dict[str, Any]) -> Optional[float]:
+    """The score a side gave (an error scores 0); None when the case was unavailable."""
+    if "unavailable" in res:
+        return None
+    score = res.get("score")
+    if score is None or (isinstance(score, float) and math.isnan(score)):
+        return 0.0
+    return score
+
+
+def compare(cases: list[dict[str, Any]], ours: dict[str, dict[str, Any]],
+            theirs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per-metric counts and the list of disagreements.
+
+    Returns ``{"metrics": {name: {"cases", "agree", "disagree", "unavailable"}}, "total": {...},
+    "disagreements": [{"id", "metric", "origin", "ours", "theirs"}]}``.
+    """
+    per: dict[str, dict[str, int]] = defaultdict(lambda: {"cases": 0, "agree": 0, "disagree": 0, "unavailable": 0})
+    bad: list[dict[str, Any]] = []
+    for case in cases:
+        row = per[case["metric"]]
+        a, b = ours.get(case["id"], {"unavailable": "not run"}), theirs.get(case["id"], {"unavailable": "not run"})
+        oa, ob = outcome(a), outcome(b)
+        if oa is None or ob is None:
+            row["unavailable"] += 1
+            continue
+        row["cases"] += 1
+        if abs(oa - ob) <= TOL:
+            row["agree"] += 1
+        else:
+            row["disagree"] += 1
+            bad.append({"id": case["id"], "metric": case["metric"], "origin": case.get("origin", ""),
+                        "ours": a, "theirs": b})
+    total = {k: sum(r[k] for r in per.values()) for k in ("cases", "agree", "disagree", "unavailable")}
+    total["metrics"] = sum(1 for r in per.values() if r["cases"])
+    return {"metrics": dict(sorted(per.items())), "total": total, "disagreements": bad}
+
+
+def family_of(metric: str) -> str:
+    """guigym's module (family) that defines ``metric``."""
+    from guigym.envs.desktop.evaluators import METRICS
+
+    fn = METRICS.get(metric)
+    fn = getattr(fn, "__guigym_recorded__", fn)
+    return fn.__module__.rsplit(".", 1)[-1]
+
+
+def table(report: dict[str, Any]) -> str:
+    """The per-metric table (markdown), with each metric's family and the totals."""
+    lines = ["| metric | family | cases | agree | disagree | unavailable |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name, r in report["metrics"].items():
+        lines.append(f"| {name} | {family_of(name)} | {r['cases']} | {r['agree']} | {r['disagree']} | {r['unavailable']} |")
+    t = report["total"]
+    share = t["agree"] / t["cases"] if t["cases"] else 0.0
+    lines.append(f"| **total ({t['metrics']} metrics)** | | **{t['cases']}** | **{t['agree']}** "
+                 f"| **{t['disagree']}** | **{t['unavailable']}** |")
+    lines.append("")
+    lines.append(f"agreement: {t['agree']}/{t['cases']} = {share:.1%} of (metric, case) pairs")
+    return "\n".join(lines)
+
+
+def run(case_dir: Path, *, python: Optional[Path] = None, timeout_s: int = 60) -> dict[str, Any]:
+    """Both sides on the cases in ``case_dir``; the :func:`compare` report."""
+    cases = load_cases(case_dir)
+    with tempfile.TemporaryDirectory(prefix="osdiff-") as tmp:
+        ours = run_ours(cases, _files_copy(case_dir, Path(tmp) / "ours"), timeout_s)
+        theirs = run_theirs(cases, _files_copy(case_dir, Path(tmp) / "theirs"), python=python, timeout_s=timeout_s)
+    return compare(cases, ours, theirs)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=Path, help="case directory (default: a fresh temporary one)")
+    ap.add_argument("--no-harvest", action="store_true", help="use the cases already in --cases")
+    ap.add_argument("--tests", nargs="*", default=list(DEFAULT_TESTS), help="test files to harvest from")
+    ap.add_argument("--timeout", type=int, default=60, help="seconds per case and side")
+    ap.add_argument("--show", type=int, default=0, help="print this many disagreements")
+    ap.add_argument("--json", type=Path, help="write the full report here")
+    args = ap.parse_args(argv)
+    if not venv_ready():
+        print(f"no desktop-env reference venv at {venv_python().parent.parent}: run `{INSTALL_CMD}`", file=sys.stderr)
+        return 2
+    from _machine import machine
+
+    tmp = None
+    case_dir = args.cases
+    if case_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="osdiff-cases-")
+        case_dir = Path(tmp.name)
+    try:
+        if not args.no_harvest:
+            harvest(case_dir, args.tests)
+        report = run(case_dir, timeout_s=args.timeout)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    report["machine"] = machine()
+    print(f"OSWorld metric differential, desktop-env 1.0.2 vs guigym; {report['machine']}")
+    print(table(report))
+    for d in report["disagreements"][: args.show]:
+        print(f"- {d['metric']} [{d['origin']}] ours={d['ours']} theirs={d['theirs']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
