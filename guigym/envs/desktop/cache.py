@@ -328,14 +328,20 @@ def import_dir(items: Sequence[CacheItem], source: Path, cache_dir: Path) -> lis
         if found is None:
             outcomes.append(Outcome(item, "missing", f"no file named {item.path.name} or the url's basename"))
             continue
-        item.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = item.path.with_name(item.path.name + ".part")
-        shutil.copyfile(found, tmp)
-        os.replace(tmp, item.path)
-        manifest.record(item, sha256_file(item.path), item.path.stat().st_size)
-        outcomes.append(Outcome(item, "imported", str(found)))
+        outcomes.append(_copy_in(found, item, manifest))
     manifest.save()
     return outcomes
+
+
+def _copy_in(found: Path, item: "CacheItem", manifest: "Manifest") -> "Outcome":
+    """Copy ``found`` to ``item.path`` (through a ``.part`` file, so a crash leaves no half file
+    under the real name) and record its digest in ``manifest``."""
+    item.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = item.path.with_name(item.path.name + ".part")
+    shutil.copyfile(found, tmp)
+    os.replace(tmp, item.path)
+    manifest.record(item, sha256_file(item.path), item.path.stat().st_size)
+    return Outcome(item, "imported", str(found))
 
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -368,12 +374,7 @@ def import_layout(source: Path, cache_dir: Path) -> list[Outcome]:
         if manifest.verify(item) is True:
             outcomes.append(Outcome(item, "present"))
             continue
-        item.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = item.path.with_name(item.path.name + ".part")
-        shutil.copyfile(found, tmp)
-        os.replace(tmp, item.path)
-        manifest.record(item, sha256_file(item.path), item.path.stat().st_size)
-        outcomes.append(Outcome(item, "imported", str(found)))
+        outcomes.append(_copy_in(found, item, manifest))
     manifest.save()
     return outcomes
 
