@@ -94,14 +94,7 @@ def load_cases(case_dir: Path) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _resolve(value: Any, root: str) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"$file"}:
-            return f"{root}/{value['$file']}"
-        return {k: _resolve(v, root) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve(v, root) for v in value]
-    return value
+from _osworld_ref_runner import _resolve  # noqa: E402 - stdlib only: the same {"$file": rel} paths both sides
 
 
 def _files_copy(case_dir: Path, dest: Path) -> str:
