@@ -197,7 +197,9 @@ def test_each_plant_took_effect_in_episode_1(run):
     c = run["control"]
     assert all(c["other_site"][k] for k in STORAGE + ["serviceWorker", "windowName", "permission"]), c
     assert all(c["task_site"][k] for k in STORAGE + ["timers", "windowName"]), c
-    assert c["task_site"]["focus"] is False  # the button has it
+    # no check that the planted button focus held: with the next episode's page opening in the other
+    # context it can move back to the body (seen once in a full-suite run), and a new document starts
+    # with focus on its body anyway, so episode 2's focus check below needs no plant to mean something
     assert c["tabs"] >= 3 and c["download"] and c["service_workers"] >= 1
 
 

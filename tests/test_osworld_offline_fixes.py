@@ -227,7 +227,9 @@ def test_postconfig_stdout_is_read_by_cache_file(tmp_path: Path, theme: str, sco
     env._ensure_started()
     got, details = verify_task(env, THEME_TASK, None)
     assert got == score, details
-    assert (tmp_path / "eval" / THEME_TASK.id / "gsettings.out").read_text() == f"'{theme}'\n"
+    # episode outputs go to the env's private work dir, never the shared cache (issue 34)
+    assert (env.work_dir / "eval" / THEME_TASK.id / "gsettings.out").read_text() == f"'{theme}'\n"
+    assert not (tmp_path / "eval" / THEME_TASK.id / "gsettings.out").exists()
 
 
 def test_capture_dir_keeps_names_inside(tmp_path: Path) -> None:
