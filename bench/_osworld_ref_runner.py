@@ -85,18 +85,27 @@ def run_case(metrics: Any, case: dict[str, Any], root: str, timeout_s: int) -> d
         return out
     args = _resolve(case.get("args", []), root)
     kwargs = _resolve(case.get("kwargs", {}), root)
+    # upstream raises anything, SystemExit included
+    return score_call(out, lambda: fn(*args, **kwargs), timeout_s, ReferenceUnavailable, BaseException)
+
+
+def score_call(out: dict[str, Any], call: Any, timeout_s: int, unavailable: type, catch: type) -> dict[str, Any]:
+    """Run one metric call under SIGALRM (``_alarm`` installed) and record its outcome in ``out``:
+    ``score`` (float), ``unavailable`` (``unavailable`` raised: a library this side cannot have) or
+    ``error`` (None returned, timeout, or any ``catch`` exception). Both sides of the differential
+    score calls with it, so they count outcomes the same way."""
     signal.alarm(timeout_s)
     try:
-        raw = fn(*args, **kwargs)
+        raw = call()
         if raw is None:
             out["error"] = "returned None"
         else:
             out["score"] = float(raw)
-    except ReferenceUnavailable as exc:
+    except unavailable as exc:
         out["unavailable"] = str(exc)
     except _Timeout:
         out["error"] = f"Timeout: over {timeout_s} s"
-    except BaseException as exc:  # noqa: BLE001 -- upstream raises anything, SystemExit included
+    except catch as exc:  # noqa: BLE001 -- the outcome is the comparison's input
         out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     finally:
         signal.alarm(0)

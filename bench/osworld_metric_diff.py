@@ -94,7 +94,8 @@ def load_cases(case_dir: Path) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-from _osworld_ref_runner import _resolve  # noqa: E402 - stdlib only: the same {"$file": rel} paths both sides
+# stdlib only: the same {"$file": rel} paths, timeout and outcome rules on both sides
+from _osworld_ref_runner import _alarm, _resolve, score_call  # noqa: E402
 
 
 def _files_copy(case_dir: Path, dest: Path) -> str:
@@ -106,14 +107,6 @@ def _files_copy(case_dir: Path, dest: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- both sides
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum: int, frame: Any) -> None:
-    raise _Timeout()
 
 
 def run_ours(cases: list[dict[str, Any]], root: str, timeout_s: int = 60) -> dict[str, dict[str, Any]]:
@@ -129,21 +122,9 @@ def run_ours(cases: list[dict[str, Any]], root: str, timeout_s: int = 60) -> dic
                 res["unavailable"] = f"guigym has no metric {case['metric']!r}"
                 out[case["id"]] = res
                 continue
-            signal.alarm(timeout_s)
-            try:
-                raw = METRICS.get(case["metric"])(*_resolve(case["args"], root), **_resolve(case["kwargs"], root))
-                if raw is None:
-                    res["error"] = "returned None"
-                else:
-                    res["score"] = float(raw)
-            except MetricDependencyError as exc:
-                res["unavailable"] = str(exc)
-            except _Timeout:
-                res["error"] = f"Timeout: over {timeout_s} s"
-            except Exception as exc:  # noqa: BLE001 -- the outcome is the comparison's input
-                res["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            finally:
-                signal.alarm(0)
+            fn = METRICS.get(case["metric"])
+            score_call(res, lambda: fn(*_resolve(case["args"], root), **_resolve(case["kwargs"], root)),
+                       timeout_s, MetricDependencyError, Exception)
             out[case["id"]] = res
     finally:
         signal.signal(signal.SIGALRM, old)
