@@ -8,19 +8,13 @@ binary exists or the server does not start.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 from typing import Iterator
 
 import pytest
 
+from guigym.core.errors import EnvInfraError
+from guigym.envs.android.check import private_adb_server
 from guigym.envs.android.providers import default_adb
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +26,13 @@ def adb_client() -> Iterator[object]:
 
         if shutil.which("adb") is None:
             pytest.skip("no adb binary: neither `adb` on PATH nor adbutils' bundled one")
-    port = free_port()
-    old = os.environ.get("ANDROID_ADB_SERVER_PORT")
-    os.environ["ANDROID_ADB_SERVER_PORT"] = str(port)
+    # the same private server `guigym tasks check --env AndroidWorld-v0` starts
+    server = private_adb_server()
     try:
-        started = subprocess.run([adb, "-P", str(port), "start-server"], capture_output=True, text=True, timeout=60)
-        if started.returncode != 0:
-            pytest.skip(f"adb start-server failed: {started.stderr.strip()}")
-        yield adbutils.AdbClient(host="127.0.0.1", port=port)
+        server.__enter__()
+    except EnvInfraError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield adbutils.AdbClient(host="127.0.0.1", port=int(os.environ["ANDROID_ADB_SERVER_PORT"]))
     finally:
-        subprocess.run([adb, "-P", str(port), "kill-server"], capture_output=True, timeout=60)
-        if old is None:
-            os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
-        else:
-            os.environ["ANDROID_ADB_SERVER_PORT"] = old
+        server.__exit__(None, None, None)
