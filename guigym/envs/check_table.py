@@ -5,6 +5,7 @@ task on one env while printing a table line per task, format scores, and map row
 as expected)."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 R = TypeVar("R")
@@ -25,6 +26,59 @@ def check_all(env: Any, items: Iterable[T], check: Callable[[T], R], line: Calla
     finally:
         env.close()
     return rows
+
+
+def check_parallel(envs: Sequence[Any], items: Sequence[T], check: Callable[[Any, T], R],
+                   line: Callable[[R], str], out: Any = None) -> list[R]:
+    """``check(env, item)`` for every item, spread over ``envs``: one thread per env, each taking
+    the next unchecked item when its last one ends (a slow item does not hold up the others).
+    Rows come back in the order of ``items``; ``line(row)`` is printed to ``out`` as each ends.
+    Every env is closed at the end. When a check raises, no env takes a new item, the running
+    ones finish, and the first exception is raised again.
+
+    Threads, not processes: an env's work runs in its own device (desktop, browser, phone) and
+    the host side mostly waits on it, so envs overlap even under the GIL.
+    """
+    rows: list[Optional[R]] = [None] * len(items)
+    nxt = iter(range(len(items)))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(env: Any) -> None:
+        while True:
+            with lock:
+                i = None if errors else next(nxt, None)
+            if i is None:
+                return
+            try:
+                row = check(env, items[i])
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                with lock:
+                    errors.append(e)
+                return
+            with lock:
+                rows[i] = row
+                if out is not None:
+                    print(line(row), file=out, flush=True)
+
+    threads = [threading.Thread(target=work, args=(env,), name=f"check-{k}", daemon=True) for k, env in enumerate(envs)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        close_errors = []
+        for env in envs:  # every env, even when one fails to close
+            try:
+                env.close()
+            except Exception as e:  # noqa: BLE001 - raised below, after the others are closed
+                close_errors.append(e)
+        if close_errors and not errors:
+            raise close_errors[0]
+    if errors:
+        raise errors[0]
+    return [r for r in rows if r is not None]
 
 
 def fmt_score(v: Optional[float]) -> str:

@@ -2,10 +2,12 @@
 
     guigym tasks check [--suite embedded|DIR] [--task ID ...] [--provider local]
                        [--provider-opt KEY=VALUE ...] [--noop-only] [--adversarial]
-                       [--max-steps N] [--json PATH]
+                       [--max-steps N] [--workers N] [--json PATH]
 
-One env (one desktop) runs every task in turn; between tasks the provider restores its initial
-state (the local sandbox: a fresh HOME, no leftover apps). Per task:
+One env (one desktop) runs every task in turn (``--workers N``: N desktops, each taking the next
+task when its last one ends; a row is printed as its task ends, ``--json`` keeps the task order);
+between tasks the provider restores its initial state (the local sandbox: a fresh HOME, no
+leftover apps). Per task:
 
 * no-op: reset, then ``done()`` at once -> must score 0 (the verifier checks a change);
 * reference: reset, then :class:`~guigym.envs.desktop.suite.reference.ReferenceAgent` plays the
@@ -41,7 +43,7 @@ from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError, GuigymError, TaskSpecError
 from guigym.core.task import Task
-from guigym.envs.check_table import check_all, fmt_score
+from guigym.envs.check_table import check_all, check_parallel, fmt_score
 from guigym.envs.check_table import exit_code as check_exit_code
 
 #: shell words that are not programs to look up
@@ -383,14 +385,39 @@ def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool 
 
 
 def run_check(tasks: Sequence[Task], provider: str = "local", provider_kwargs: Optional[Mapping[str, Any]] = None,
-              noop_only: bool = False, max_steps: int = 80, out: Any = None, adversarial: bool = False) -> list[Row]:
-    """Check ``tasks`` on one env; prints one line per task to ``out`` as it goes."""
+              noop_only: bool = False, max_steps: int = 80, out: Any = None, adversarial: bool = False,
+              workers: int = 1) -> list[Row]:
+    """Check ``tasks`` on ``workers`` envs (desktops) at once, each taking the next task when its
+    last one ends; prints one line per task to ``out`` as each ends and returns the rows in the
+    order of ``tasks``. A task's outcome does not depend on which desktop ran it: every episode
+    starts from the provider's initial state."""
     from guigym.envs.desktop.env import OSWorldEnv
+    from guigym.envs.desktop.evaluators import load_all
 
-    env = OSWorldEnv(tasks=list(tasks), provider=provider, provider_kwargs=provider_kwargs or {},
-                     max_steps=max_steps, observe_terminal=adversarial)
-    return check_all(env, tasks, lambda task: check_task(env, task, noop_only=noop_only, adversarial=adversarial),
-                     _line, out)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    load_all()  # register getters and metrics once, before any worker thread reads the registries
+
+    def make() -> OSWorldEnv:
+        return OSWorldEnv(tasks=list(tasks), provider=provider, provider_kwargs=provider_kwargs or {},
+                          max_steps=max_steps, observe_terminal=adversarial)
+
+    def one(env: OSWorldEnv, task: Task) -> Row:
+        return check_task(env, task, noop_only=noop_only, adversarial=adversarial)
+
+    n = min(workers, max(1, len(tasks)))
+    if n == 1:
+        env = make()
+        return check_all(env, tasks, lambda task: one(env, task), _line, out)
+    envs: list[OSWorldEnv] = []
+    try:
+        for _ in range(n):
+            envs.append(make())  # cheap: a desktop starts at its env's first task
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+    return check_parallel(envs, list(tasks), one, _line, out)
 
 
 _HEADER = f"{'task':<34} {'domain':<17} {'noop':>5} {'ref':>5} {'adv':>5} {'status':<9} {'secs':>6}  reason"
@@ -425,6 +452,16 @@ def _parse_opts(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers expects a whole number >= 1, got {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="guigym tasks check", description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", default="embedded", help="'embedded' or a folder of OSWorld task files (<domain>/<id>.json)")
@@ -438,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run a scripted attacker per task (reads task files and tokens, plants fake "
                         "sockets, kills what it sees, then says done()); it must score 0 and find nothing")
     p.add_argument("--max-steps", type=int, default=80, help="step budget of a reference episode")
+    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="run the tasks on N desktops at once (each takes the next task when its last one "
+                        "ends); on a 2-core machine 2 finish the embedded suite sooner than 1")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     return p
 
@@ -457,7 +497,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rows = run_check(tasks, provider=args.provider, provider_kwargs=_parse_opts(args.provider_opt),
                          noop_only=args.noop_only, max_steps=args.max_steps, out=sys.stdout,
-                         adversarial=args.adversarial)
+                         adversarial=args.adversarial, workers=args.workers)
     except EnvInfraError as e:
         print(f"guigym tasks check: the desktop could not start: {e}", file=sys.stderr)
         return 2
