@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=80, help="step budget of a reference episode")
     p.add_argument("--workers", type=_positive, default=1, metavar="N",
                    help="run the tasks on N desktops at once (each takes the next task when its last one "
-                        "ends); on a 2-core machine 2 finish the embedded suite sooner than 1")
+                        "ends; rows are printed as tasks end, --json keeps the task order); default 1")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     return p
 
