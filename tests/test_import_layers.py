@@ -20,7 +20,7 @@ What counts as an import (docs/architecture.md, "Layers"):
 
 Layers, lowest first (a module may import its own layer and any lower one)::
 
-    core  <-  envs  <-  wrappers, models  <-  agents, train, serve  <-  eval  <-  cli, doctor
+    core  <-  envs  <-  wrappers, models, compat  <-  agents, train, serve  <-  eval  <-  cli, doctor
 
 ``guigym/__init__.py`` (registers the envs) sits in the ``envs`` layer. ``serve.py`` serves a
 model over HTTP, so it is a peer of agents/train (it uses ``models`` and the HTTP guard in
@@ -45,6 +45,7 @@ LAYERS: Dict[str, int] = {
     "": 1,  # guigym/__init__.py: register_envs()
     "wrappers": 2,
     "models": 2,
+    "compat": 2,  # runs other packages' code (OSWorld's DesktopEnv) on envs' desktops
     "agents": 3,
     "train": 3,
     "serve": 3,
@@ -52,7 +53,7 @@ LAYERS: Dict[str, int] = {
     "cli": 5,
     "doctor": 5,
 }
-LAYER_NAMES = ["core", "envs", "wrappers/models", "agents/train/serve", "eval", "cli/doctor"]
+LAYER_NAMES = ["core", "envs", "wrappers/models/compat", "agents/train/serve", "eval", "cli/doctor"]
 
 
 class Edge(NamedTuple):
