@@ -253,3 +253,24 @@ def test_desktop_cannot_read_the_answer_folders(loop_result):
     text = json.dumps(seen)
     assert "SECRET-ANSWER-7f3a" not in text and "answer.txt" not in text.replace("/answer.txt", "")
     assert seen["returncode"] != 0  # cat of the hidden file failed inside the desktop
+
+
+def test_bridge_argv_hides_cache_cwd_and_extra_paths_and_keeps_the_token_off_argv(monkeypatch, tmp_path):
+    seen: dict[str, Any] = {}
+
+    class FakePopen:
+        def __init__(self, argv: list[str], **kw: Any) -> None:
+            seen["argv"], seen["env"] = argv, kw["env"]
+            raise OSError("stop here")
+
+    monkeypatch.setattr(provider.subprocess, "Popen", FakePopen)
+    monkeypatch.chdir(tmp_path)
+    p = provider.GuigymProvider(hide=[], host_python="/x/python3", screen_size=(1280, 800), terminal=False)
+    with pytest.raises(OSError, match="stop here"):
+        p.start_emulator("guigym-local:1920x1080")
+    argv = seen["argv"]
+    hidden = [argv[i + 1] for i, a in enumerate(argv) if a == "--hide"]
+    assert hidden == [str((tmp_path / "cache").resolve()), str(tmp_path.resolve())]  # DesktopEnv's default cache_dir, cwd
+    assert argv[:3] == ["/x/python3", "-m", "guigym.compat.osworld.bridge"]
+    assert argv[argv.index("--screen") + 1] == "1280x800" and "--no-terminal" in argv
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)  # the same guigym as this one
