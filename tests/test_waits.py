@@ -1,0 +1,95 @@
+"""guigym.core.waits: deadlines that are hang guards stretched by the machine's load, not speed
+checks (issue 33, item 5). Clock and load are injected: nothing here depends on how fast this
+machine is."""
+from __future__ import annotations
+
+import pytest
+
+from guigym.core import waits
+from guigym.core.waits import MAX_FACTOR, Deadline, load_factor, wait_until
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_load_factor_is_the_run_queue_per_usable_core_between_1_and_the_cap(monkeypatch):
+    monkeypatch.setattr(waits, "usable_cpus", lambda: 2.0)
+    assert load_factor(lambda: (0.3, 0.0, 0.0)) == 1.0  # an idle machine: deadlines as written
+    assert load_factor(lambda: (15.0, 0.0, 0.0)) == pytest.approx(7.5)  # 15 runnable on 2 cores
+    assert load_factor(lambda: (400.0, 0.0, 0.0)) == MAX_FACTOR  # a hang guard still ends
+
+    def no_loadavg():
+        raise OSError("no load average here")
+    assert load_factor(no_loadavg) == 1.0
+
+
+def test_usable_cpus_honours_a_cgroup_quota(monkeypatch, tmp_path):
+    import builtins
+
+    real_open = builtins.open
+    quota = tmp_path / "cpu.max"
+    quota.write_text("150000 100000\n")  # 1.5 CPUs
+
+    def fake_open(path, *a, **kw):
+        return real_open(quota if path == "/sys/fs/cgroup/cpu.max" else path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(waits.os, "sched_getaffinity", lambda _pid: set(range(64)))
+    assert waits.usable_cpus() == pytest.approx(1.5)
+    quota.write_text("max 100000\n")
+    assert waits.usable_cpus() == 64
+
+
+def test_a_deadline_stretches_with_the_load_seen_while_waiting_and_never_shrinks():
+    clock, load = FakeClock(), [1.0]
+    d = Deadline(10.0, "the thing", clock=clock, factor=lambda: load[0])
+    clock.t += 9.0
+    assert not d.expired() and d.left() == pytest.approx(1.0)
+    load[0] = 4.0  # the machine got busy meanwhile: the guard grows to 40 s
+    clock.t += 2.0
+    assert not d.expired() and d.total() == pytest.approx(40.0)
+    load[0] = 1.0  # ... and does not shrink back when the load drops
+    clock.t += 5.0
+    assert d.total() == pytest.approx(40.0)
+    clock.t += 30.0
+    assert d.expired()
+    msg = d.message("still nothing")
+    assert "the thing" in msg and "load factor 4.0" in msg and "still nothing" in msg
+
+
+def test_an_exact_deadline_ignores_the_load():
+    clock = FakeClock()
+    d = Deadline(10.0, "x", scale=False, clock=clock, factor=lambda: 20.0)
+    clock.t += 10.5
+    assert d.expired() and "fixed limit" in d.message()
+    with pytest.raises(ValueError, match="base_s"):
+        Deadline(0, "x")
+
+
+def test_wait_until_stops_at_the_event_at_a_gone_process_or_at_the_deadline():
+    clock = FakeClock()
+    polls = []
+
+    def ready():
+        polls.append(clock.t)
+        clock.t += 1.0
+        return len(polls) == 3
+
+    wait_until(ready, Deadline(60, "ready", clock=clock, factor=lambda: 1.0), interval_s=0)
+    assert len(polls) == 3  # returned at the event, long before the deadline
+
+    with pytest.raises(RuntimeError, match="waiting for the server: exited with code 1"):
+        wait_until(lambda: False, Deadline(60, "the server", clock=clock, factor=lambda: 1.0),
+                   gone=lambda: "exited with code 1", interval_s=0, error=RuntimeError)
+
+    def tick():
+        clock.t += 1.0
+        return False
+
+    with pytest.raises(TimeoutError, match="gave up waiting for the socket after 5 s"):
+        wait_until(tick, Deadline(5, "the socket", clock=clock, factor=lambda: 1.0), interval_s=0)
