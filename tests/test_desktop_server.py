@@ -23,6 +23,7 @@ import pytest
 
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, EnvInfraError
+from guigym.core.waits import Deadline
 from guigym.envs.desktop import pyautogui_codegen as codegen
 from guigym.envs.desktop.client import DesktopClient
 from guigym.envs.desktop.server import multipart
@@ -111,9 +112,13 @@ def desk(tmp_path_factory):
                                start_new_session=True)
     client = DesktopClient(unix_socket=sock, token=TOKEN, timeout=20)
     try:
-        client.wait_ready(timeout=20)
-        end = time.monotonic() + 25
-        while "Mousepad" not in client.accessibility_tree() and time.monotonic() < end:
+        # waits on events (the server answering, the session exiting); the deadlines are hang
+        # guards stretched by the machine's load (guigym.core.waits), not speed checks
+        client.wait_ready(alive=lambda: None if session.poll() is None else
+                          f"the session exited with code {session.returncode}: "
+                          + (root / "server.log").read_text()[-1500:])
+        mousepad = Deadline(25.0, "Mousepad in the accessibility tree")
+        while "Mousepad" not in client.accessibility_tree() and not mousepad.expired():
             time.sleep(0.3)
         yield {"client": client, "sock": sock, "home": home, "display": display, "root": root, "env": env}
     finally:

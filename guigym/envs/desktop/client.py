@@ -20,12 +20,13 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
 from guigym.core import actions as A
 from guigym.core.errors import ActionNotPossible, ConfigError, EnvInfraError
+from guigym.core.waits import Deadline, scaled
 from guigym.envs.desktop import pyautogui_codegen
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -401,22 +402,33 @@ class DesktopClient:
         status, _, data = self.request("GET", "/guigym/version")
         return json.loads(data) if status == 200 else None
 
-    def wait_ready(self, timeout: float = 30.0, interval: float = 0.05) -> None:
-        """Poll ``/platform`` until it answers 200; EnvInfraError after ``timeout`` seconds."""
-        end = time.monotonic() + timeout
+    def wait_ready(self, timeout: Optional[float] = None, interval: float = 0.05,
+                   alive: Optional[Callable[[], Optional[str]]] = None) -> None:
+        """Poll ``/platform`` until it answers 200; EnvInfraError after ``timeout`` seconds.
+
+        ``timeout`` None: 30 s times the machine's load factor (:mod:`guigym.core.waits`; a
+        server starting on a busy machine needs longer, and the wait is only a hang guard). Each
+        poll may take 2 s times that factor. ``alive()`` returns a reason when the server can no
+        longer come up (its process exited): EnvInfraError at once, with that reason."""
+        deadline = Deadline(30.0 if timeout is None else timeout, f"GET /platform at {self.base_url}",
+                            scale=timeout is None)
         last: Exception | str = "no answer"
-        while time.monotonic() < end:
+        while not deadline.expired():
+            why = alive() if alive is not None else None
+            if why:
+                raise EnvInfraError(f"GET /platform at {self.base_url}: the server will not come up: {why}")
             try:
-                status, _, data = self.request("GET", "/platform", timeout=min(2.0, self.timeout))
+                status, _, data = self.request("GET", "/platform",
+                                               timeout=max(0.1, min(scaled(2.0), self.timeout, deadline.left())))
                 if status == 200:
                     return
                 last = f"HTTP {status}: {_message(data)}"
-                if status == 401:
-                    break  # waiting will not fix a wrong token
+                if status == 401:  # waiting will not fix a wrong token
+                    raise EnvInfraError(f"GET /platform at {self.base_url}: {last} (a wrong token?)")
             except EnvInfraError as exc:
                 last = exc
             time.sleep(interval)
-        raise EnvInfraError(f"GET /platform at {self.base_url}: server not ready after {timeout:g} s ({last})")
+        raise EnvInfraError(f"{deadline.message()}: server not ready ({last})")
 
     def close(self) -> None:
         with self._lock:

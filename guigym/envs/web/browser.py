@@ -17,6 +17,7 @@ import threading
 from typing import Any, Awaitable, Optional, TypeVar
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.waits import scaled
 
 T = TypeVar("T")
 
@@ -66,6 +67,12 @@ def chromium_env(home: str, headless: bool) -> dict[str, str]:
     env.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
                XDG_CACHE_HOME=os.path.join(home, ".cache"), XDG_DATA_HOME=os.path.join(home, ".local", "share"))
     return env
+
+#: idle-machine seconds for starting the Playwright driver and Chromium; the default launch bound
+#: is this times the machine's load factor (guigym.core.waits): both are processes whose start
+#: needs CPU time, and Playwright returns as soon as the browser answers on its pipe (or fails
+#: at once when it exits), so the bound is only a hang guard
+LAUNCH_BASE_S = 30.0
 
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome",
                    "/usr/bin/google-chrome-stable")
@@ -165,10 +172,14 @@ class BrowserRuntime:
     Chromium runs with :func:`chromium_env` (a private ``HOME``, created here and removed in
     :meth:`close`) and a fresh profile (Playwright's ``launch`` makes a new 0700 temp
     ``--user-data-dir`` per launch and deletes it on close).
+
+    ``launch_timeout_s``: bound of one start of the driver + Chromium; None (default):
+    :data:`LAUNCH_BASE_S` times the load factor at that moment; a number is used as given. Running
+    out is an EnvInfraError naming the launch.
     """
 
     def __init__(self, headless: bool = True, executable_path: Optional[str] = None,
-                 extra_args: tuple[str, ...] = (), launch_timeout_s: float = 30.0) -> None:
+                 extra_args: tuple[str, ...] = (), launch_timeout_s: Optional[float] = None) -> None:
         bad = [a for a in extra_args if a.split("=", 1)[0] in FORBIDDEN_ARGS]
         if bad:
             raise ConfigError(f"extra_args: {', '.join(bad)} would widen what pages can reach; not allowed")
@@ -235,9 +246,14 @@ class BrowserRuntime:
             return
         if self._loop is None:
             self._loop = LoopThread()
-        self.run(self._launch(), self.launch_timeout_s, "launching Chromium")
+        timeout_s = self.launch_timeout()
+        self.run(self._launch(timeout_s), timeout_s, "launching Chromium")
 
-    async def _launch(self) -> None:
+    def launch_timeout(self) -> float:
+        """Seconds one launch may take now (see the class docstring)."""
+        return self.launch_timeout_s if self.launch_timeout_s is not None else scaled(LAUNCH_BASE_S)
+
+    async def _launch(self, timeout_s: float) -> None:
         from playwright.async_api import async_playwright
 
         if self.browser is not None:  # crashed: drop what is left
@@ -259,7 +275,7 @@ class BrowserRuntime:
             self._home = tempfile.mkdtemp(prefix="guigym-chromium-home-")  # mode 0700
         self.browser = await self._pw.chromium.launch(
             headless=self.headless, executable_path=path, args=list(CHROMIUM_ARGS + self.extra_args),
-            env=chromium_env(self._home, self.headless), timeout=self.launch_timeout_s * 1000,
+            env=chromium_env(self._home, self.headless), timeout=timeout_s * 1000,
         )
         self.browser.on("disconnected", lambda _b: self._disconnected.set())
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.waits import Deadline, scaled
 from guigym.envs.desktop.providers import PROVIDERS
 from guigym.envs.desktop.providers.base import Provider
 from guigym.envs.desktop.providers import cgroups as cg
@@ -81,6 +82,13 @@ SERVER_SOCKET = f"{SANDBOX_RUN}/server.sock"
 TOKEN_FILE = f"{SANDBOX_RUN}/token"
 SUDO_SHA256_FILE = f"{SANDBOX_RUN}/sudo.sha256"
 XAUTHORITY = f"{SANDBOX_RUN}/Xauthority"
+
+#: idle-machine seconds for ``start()`` and for one ``revert()``, stretched by the load when the
+#: caller leaves ``start_timeout_s`` / ``reset_timeout_s`` unset (:mod:`guigym.core.waits`)
+START_BASE_S = 60.0
+RESET_BASE_S = 30.0
+#: idle-machine seconds for the init's waits outside a start or reset (its spare agent zone)
+INIT_WAIT_BASE_S = 30.0
 
 _PACKAGE_DIR = Path(__file__).resolve().parent  # .../guigym/envs/desktop/providers
 _DESKTOP_DIR = _PACKAGE_DIR.parent
@@ -285,7 +293,11 @@ class LocalProvider(Provider):
         ro_binds: extra (host path, sandbox path) read-only binds, e.g. a dataset cache.
         server_argv: command of the in-desktop server inside the sandbox (default: guigym's
             server on :data:`SERVER_SOCKET`); tests may pass a stand-in.
-        start_timeout_s / reset_timeout_s: limits of ``start()`` / ``revert()``.
+        start_timeout_s / reset_timeout_s: limits of ``start()`` / ``revert()`` in seconds, each
+            a hang guard only (every step waits for its event and a process that exits fails it
+            at once). Default None: :data:`START_BASE_S` (60) / :data:`RESET_BASE_S` (30) times the
+            machine's load factor (:func:`guigym.core.waits.load_factor`, 1 when idle, up to 20);
+            a number is used as given. A start or reset that runs out is an EnvInfraError.
         bounds: what the agent zone may use (:class:`.bounds.DesktopBounds`, a mapping of its
             fields, True/None for the defaults, False for none); how each is enforced on this
             host is in :attr:`bounds_report` once started.
@@ -301,7 +313,7 @@ class LocalProvider(Provider):
                  hide: Optional[Sequence[Union[str, Path]]] = None,
                  ro_binds: Sequence[tuple[Union[str, Path], str]] = (),
                  server_argv: Optional[Sequence[str]] = None,
-                 start_timeout_s: float = 60.0, reset_timeout_s: float = 30.0,
+                 start_timeout_s: Optional[float] = None, reset_timeout_s: Optional[float] = None,
                  client_timeout_s: float = 30.0,
                  bounds: Union[DesktopBounds, dict, bool, None] = None) -> None:
         super().__init__(client_password=client_password, screen_size=screen_size)
@@ -320,6 +332,9 @@ class LocalProvider(Provider):
         self.extra_hide: list[Path] = []
         self.ro_binds = [(Path(a), b) for a, b in ro_binds]
         self.server_argv = list(server_argv) if server_argv is not None else None
+        for name, value in (("start_timeout_s", start_timeout_s), ("reset_timeout_s", reset_timeout_s)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name}={value!r}: must be > 0 seconds (or None for the load-scaled default)")
         self.start_timeout_s = start_timeout_s
         self.reset_timeout_s = reset_timeout_s
         self.client_timeout_s = client_timeout_s
@@ -377,19 +392,25 @@ class LocalProvider(Provider):
                 raise EnvInfraError(f"local desktop provider: {problem}")
             t0 = time.monotonic()
             self.timings = {}
+            deadline = self._deadline(self.start_timeout_s, START_BASE_S, "the local desktop to start")
             try:
-                self._launch()
+                self._launch(deadline)
                 self.timings["sandbox_up"] = time.monotonic() - t0
                 self._ctl_reset()
                 self.timings["first_reset"] = time.monotonic() - t0
-                self._client = self._wait_server(t0 + self.start_timeout_s)
+                self._client = self._wait_server(deadline)
             except BaseException:
                 self.stop()
                 raise
             self.timings["start"] = time.monotonic() - t0
             return self._client
 
-    def _launch(self) -> None:
+    @staticmethod
+    def _deadline(given: Optional[float], base_s: float, what: str) -> Deadline:
+        """A caller's exact limit, or ``base_s`` stretched by the load (module docstring)."""
+        return Deadline(base_s if given is None else given, what, scale=given is None)
+
+    def _launch(self, deadline: Deadline) -> None:
         self._display_lock = DisplayLock()
         self.display = self._display_lock.number
         root = self.state_root or Path(tempfile.gettempdir())
@@ -421,6 +442,8 @@ class LocalProvider(Provider):
             "terminal": {"geometry": _terminal_geometry(w, h)},
             "server_argv": self._server_argv(), "server_env": {"HOME": SANDBOX_HOME},
             "zone_tmp": SANDBOX_ZONE_TMP, "zone_env": self._zone_env(python),
+            # the init cannot import guigym.core.waits: it gets its budgets sized for the load
+            "start_budget_s": deadline.left(), "wait_s": scaled(INIT_WAIT_BASE_S),
         }
         hide = _outermost([*(self.hide if self.hide is not None else default_hidden_paths()),
                            *self.extra_hide])
@@ -501,19 +524,19 @@ class LocalProvider(Provider):
         _live.add(self)
         _install_exit_hooks()
         try:
-            info = read_to_eof(rfd, 15.0, "bwrap --info-fd")
+            info = read_to_eof(rfd, max(deadline.left(), 0.1), "bwrap --info-fd")
             self._ns_init_pid = int(json.loads(info)["child-pid"]) if info else None
         except (ValueError, KeyError, TimeoutError):
             self._ns_init_pid = None
-        deadline = time.monotonic() + self.start_timeout_s
+        # the init's own budget ends first (it reports which part did not start); this is the
+        # guard for an init that hangs, and it only grows with the load meanwhile
         status_file = run / "init.status"
         while not status_file.exists():
             if self._bwrap.poll() is not None:
                 raise EnvInfraError(f"local desktop: the sandbox exited with code "
                                     f"{self._bwrap.returncode} during start-up: {self._log_tail()}")
-            if time.monotonic() > deadline:
-                raise EnvInfraError(f"local desktop did not come up in {self.start_timeout_s:.0f} s: "
-                                    f"{self._log_tail()}")
+            if deadline.expired():
+                raise EnvInfraError(f"local desktop: {deadline.message('no init.status')}: {self._log_tail()}")
             time.sleep(0.01)
         status = json.loads(_read_nofollow(status_file))
         if not status.get("ok"):
@@ -558,27 +581,30 @@ class LocalProvider(Provider):
         env.update(HOME=SANDBOX_HOME, XAUTHORITY=ZONE_XAUTHORITY, GUIGYM_SUDO_SHA256_FILE=ZONE_SUDO_SHA256)
         return env
 
-    def _wait_server(self, deadline: float) -> "DesktopClient":
+    def _wait_server(self, deadline: Deadline) -> "DesktopClient":
+        """Poll the in-desktop server's ``GET /platform`` until it answers 200; EnvInfraError at
+        once when the server process exited, or when ``deadline`` expires."""
         argv = self._server_argv()
         if argv is None:
             raise EnvInfraError("local desktop: the in-desktop server is missing "
                                 f"({SERVER_DIR}/__main__.py does not exist)")
         sock, last = str(self.server_socket), "no answer yet"
-        while time.monotonic() < deadline:
-            try:
-                status, _ = unix_http_get(sock, "/platform", self.token, timeout=2.0)
+        while not deadline.expired():
+            try:  # one request may take long on a busy machine: its bound grows with the load too
+                status, _ = unix_http_get(sock, "/platform", self.token,
+                                          timeout=max(0.1, min(scaled(2.0), deadline.left())))
                 if status == 200:
                     return self._make_client()
                 last = f"GET /platform answered {status}"
             except (OSError, http.client.HTTPException) as exc:
                 last = f"{type(exc).__name__}: {exc}"
-            reply = self._ctl({"op": "status"}, timeout=5.0)
+            reply = self._ctl({"op": "status"}, timeout=max(scaled(5.0), deadline.left()))
             if reply.get("infra", {}).get("server") is False:
                 raise EnvInfraError(f"local desktop: the in-desktop server exited: "
                                     f"{self._log_tail('server.log')}")
             time.sleep(0.02)
-        raise EnvInfraError(f"local desktop: the server did not answer GET /platform in time "
-                            f"({last}); {self._log_tail('server.log')}")
+        raise EnvInfraError(f"local desktop: {deadline.message(f'the server answered no GET /platform ({last})')}; "
+                            f"{self._log_tail('server.log')}")
 
     def _make_client(self) -> "DesktopClient":
         try:
@@ -608,7 +634,11 @@ class LocalProvider(Provider):
         return json.loads(data)
 
     def _ctl_reset(self) -> dict:
-        reply = self._ctl({"op": "reset", "terminal": self.terminal}, timeout=self.reset_timeout_s)
+        budget = self._deadline(self.reset_timeout_s, RESET_BASE_S, "the desktop's reset").total()
+        # the init spends at most `budget` and then answers with what did not finish; the socket
+        # waits longer, so that answer (not a bare socket timeout) is what the caller sees
+        reply = self._ctl({"op": "reset", "terminal": self.terminal, "budget_s": budget},
+                          timeout=1.25 * budget + scaled(5.0))
         if not reply.get("ok"):
             raise EnvInfraError(f"local desktop: reset failed: {reply.get('error')}")
         self.timings["sandbox_reset"] = dict(reply.get("timings") or {})  # type: ignore[assignment]
@@ -627,7 +657,7 @@ class LocalProvider(Provider):
             t0 = time.monotonic()
             try:
                 self._ctl_reset()
-                status, _ = unix_http_get(str(self.server_socket), "/platform", self.token, 5.0)
+                status, _ = unix_http_get(str(self.server_socket), "/platform", self.token, scaled(5.0))
                 if status != 200:
                     raise EnvInfraError(f"local desktop: server answered {status} after reset")
             except (EnvInfraError, OSError, http.client.HTTPException) as exc:

@@ -18,6 +18,14 @@ config, in the infra-only run dir; one JSON line in, one JSON line out):
 * ``{"op": "status"}``: which infrastructure processes are alive.
 * ``{"op": "shutdown"}``: stop everything and exit (the sandbox then ends).
 
+Waits: every start-up step waits for its event (a ``-displayfd``/``--print-address`` line, a
+root window property, a pane with text, a process exiting) and the deadline is only a hang
+guard. The host sizes it for the machine's load (guigym.core.waits, which this stdlib-only
+script cannot import): ``start_budget_s`` in the config covers the whole infra start,
+``budget_s`` in a reset request the whole reset, and ``wait_s`` the waits of neither (the spare
+zone). A step gets what is left of its operation's budget, so a slow first step leaves less for
+the next one instead of each step having its own short constant (issue 33, item 5).
+
 The agent zone's pid, namespaces and environment are in ``zone.json`` next to the config; the
 server enters the zone with ``nsenter`` (it is the user namespace's owner, so it has the caps to;
 ``execve`` as uid 1000 drops them) for every command it runs on the desktop.
@@ -97,6 +105,21 @@ while True:
         pass
     signal.sigwait({signal.SIGCHLD})
 """
+
+
+class Budget:
+    """One deadline for an operation of several waits: ``left()`` seconds remain of
+    ``seconds`` (never less than a sliver, so a last poll still happens)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+        self.end = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        return max(0.05, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.end
 
 
 def log(msg: str) -> None:
@@ -232,6 +255,8 @@ class Init:
         self.zone_file = os.path.join(self.run_dir, "zone.json")
         self.zone_env: dict = dict(cfg.get("zone_env") or {})
         self.xdpy = None  # python-xlib Display, when python3-xlib is present
+        #: seconds for waits outside a start or a reset (the spare zone, rebuilding a dead zone)
+        self.wait_s = float(cfg.get("wait_s", 30.0))
 
     # ------------------------------------------------------------------ start
     def spawn(self, name: str, argv: list, env: dict | None = None, **kw) -> subprocess.Popen:
@@ -244,8 +269,10 @@ class Init:
         return proc
 
     def start_infra(self) -> dict:
+        """Start Xvfb, D-Bus, AT-SPI, openbox and the server, all within ``start_budget_s``."""
         t = {}
         t0 = time.monotonic()
+        budget = Budget(float(self.cfg.get("start_budget_s", 60.0)))
         self.restore_home()
         os.makedirs(self.env["HOME"], mode=0o700, exist_ok=True)  # the infra's HOME, not the agent's
         self.openbox_rc = openbox_config(self.env["HOME"])
@@ -255,14 +282,14 @@ class Init:
         open(xauth, "wb").close()
         subprocess.run(["xauth", "-q", "-f", xauth, "add", self.display, "MIT-MAGIC-COOKIE-1",
                         os.urandom(16).hex()], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10)
+                       stderr=subprocess.DEVNULL, timeout=budget.left())
         rfd, wfd = os.pipe()
         self.infra["Xvfb"] = self.spawn("Xvfb", [
             "Xvfb", self.display, "-screen", "0", f"{self.width}x{self.height}x24",
             "-nolisten", "tcp", "-auth", xauth, "-noreset", "-dpi", "96", "-displayfd", str(wfd),
         ], pass_fds=(wfd,))
         os.close(wfd)
-        self.read_line(rfd, "Xvfb", 15.0)  # -displayfd: written once the server accepts clients
+        self.read_line(rfd, "Xvfb", budget.left())  # -displayfd: written once the server accepts clients
         t["xvfb"] = time.monotonic() - t0
 
         rfd, wfd = os.pipe()
@@ -271,7 +298,7 @@ class Init:
             "dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address={bus}",
             f"--print-address={wfd}"], pass_fds=(wfd,))
         os.close(wfd)
-        self.read_line(rfd, "dbus-daemon", 10.0)
+        self.read_line(rfd, "dbus-daemon", budget.left())
         self.env["DBUS_SESSION_BUS_ADDRESS"] = bus
         t["dbus"] = time.monotonic() - t0
 
@@ -285,11 +312,11 @@ class Init:
                                                        "--config-file", self.openbox_rc])
         self.set_background()
         if "at-spi-bus-launcher" in self.infra:
-            address = self.wait_root_property("AT_SPI_BUS", "the AT-SPI bus", 10.0)
+            address = self.wait_root_property("AT_SPI_BUS", "the AT-SPI bus", budget.left())
             if address:  # read before any agent process exists: later it could set the property
                 self.env["AT_SPI_BUS_ADDRESS"] = self.zone_env["AT_SPI_BUS_ADDRESS"] = address
         t["atspi"] = time.monotonic() - t0
-        self.wait_root_property("_NET_SUPPORTING_WM_CHECK", "openbox", 10.0)
+        self.wait_root_property("_NET_SUPPORTING_WM_CHECK", "openbox", budget.left())
         t["openbox"] = time.monotonic() - t0
         if self.cfg.get("server_argv"):
             server_env = dict(self.env)
@@ -306,7 +333,7 @@ class Init:
             while b"\n" not in buf:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise RuntimeError(f"{what} did not become ready in {timeout:.0f} s")
+                    raise RuntimeError(f"{what} did not become ready in {timeout:.1f} s (no readiness line)")
                 chunk = os.read(fd, 256)
                 if not chunk:
                     raise RuntimeError(f"{what} exited during start-up (see logs/)")
@@ -347,7 +374,7 @@ class Init:
                 return value.decode(errors="replace") if isinstance(value, bytes) else None
             self.check_infra()
             time.sleep(0.01)
-        raise RuntimeError(f"{what} did not start in {timeout:.0f} s (no {name} on the root window)")
+        raise RuntimeError(f"{what} did not start in {timeout:.1f} s (no {name} on the root window)")
 
     def check_infra(self) -> None:
         for name, proc in self.infra.items():
@@ -375,7 +402,7 @@ class Init:
                 stack.append(child)
         return keep
 
-    def kill_zone(self) -> None:
+    def kill_zone(self, timeout: float | None = None) -> None:
         """SIGKILL the agent zone's pid 1: the kernel kills every process in its PID namespace."""
         zone, self.zone = self.zone, None
         pid = self.zone_info.get("pid")
@@ -384,9 +411,13 @@ class Init:
             os.unlink(self.zone_file)
         except FileNotFoundError:
             pass
-        self.kill_zone_proc(zone, pid)
+        self.kill_zone_proc(zone, pid, timeout)
 
-    def kill_zone_proc(self, zone: subprocess.Popen | None, pid: int | None) -> None:
+    def kill_zone_proc(self, zone: subprocess.Popen | None, pid: int | None,
+                       timeout: float | None = None) -> None:
+        """SIGKILL a zone and wait for its bwrap to exit (up to ``timeout`` s, default
+        ``wait_s``: a loaded machine may take seconds to schedule the exits)."""
+        timeout = self.wait_s if timeout is None else timeout
         for victim in (pid, zone.pid if zone else None):
             if victim:
                 try:
@@ -395,16 +426,18 @@ class Init:
                     pass
         if zone is not None:
             try:
-                zone.wait(timeout=5)
+                zone.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                raise RuntimeError("the agent zone's bwrap survived SIGKILL for 5 s") from None
+                raise RuntimeError(f"the agent zone's bwrap survived SIGKILL for {timeout:.1f} s") from None
 
-    def kill_episode_processes(self, timeout: float = 3.0) -> int:
+    def kill_episode_processes(self, timeout: float | None = None) -> int:
         """Kill the agent zone, then SIGKILL every other non-infra process of the infra zone (the
         terminal's xterm and tmux server, ``nsenter`` parents of the server's commands) until none
-        is left: a process forked while the first wave was sent dies in the next."""
-        self.kill_zone()
+        is left: a process forked while the first wave was sent dies in the next. Waits up to
+        ``timeout`` s (default ``wait_s``) for the last one to go."""
+        timeout = self.wait_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        self.kill_zone(timeout)
         seen: set[int] = set()
         while True:
             self.reap()
@@ -413,7 +446,7 @@ class Init:
             if not victims:
                 return len(seen)
             if time.monotonic() > deadline:
-                raise RuntimeError(f"processes {victims} survived SIGKILL for {timeout} s")
+                raise RuntimeError(f"processes {victims} survived SIGKILL for {timeout:.1f} s")
             for pid in victims:
                 if pid not in seen:
                     seen.add(pid)
@@ -474,14 +507,15 @@ class Init:
             pass
 
     # ------------------------------------------------------------------ agent zone
-    def start_zone(self, timeout: float = 10.0) -> None:
-        """Make the spare zone (or a new one) the agent zone and write ``zone.json``."""
+    def start_zone(self, timeout: float | None = None) -> None:
+        """Make the spare zone (or a new one, within ``timeout`` s, default ``wait_s``) the agent
+        zone and write ``zone.json``."""
         spare, self.spare = self.spare, None
         if spare is not None and spare[0].poll() is None:
             self.zone, self.zone_info = spare
         else:
             if spare is not None:
-                self.kill_zone_proc(spare[0], spare[1].get("pid"))
+                self.kill_zone_proc(spare[0], spare[1].get("pid"), timeout)
             self.zone, self.zone_info = self.make_zone(timeout)
         write_json(self.zone_file, self.zone_info)
 
@@ -496,8 +530,10 @@ class Init:
             except Exception:  # noqa: BLE001 - the next reset makes one itself and reports
                 log(traceback.format_exc())
 
-    def make_zone(self, timeout: float = 10.0) -> tuple[subprocess.Popen, dict]:
-        """Start an agent zone (nested bwrap); returns it once its D-Bus is up."""
+    def make_zone(self, timeout: float | None = None) -> tuple[subprocess.Popen, dict]:
+        """Start an agent zone (nested bwrap); returns it once its D-Bus is up (``timeout`` s for
+        both, default ``wait_s``)."""
+        budget = Budget(self.wait_s if timeout is None else timeout)
         info_r, info_w = os.pipe()
         # bounds_enter (providers/bounds.py): join the agent cgroups, lower rlimits, then bwrap,
         # so the zone's pid 1 and all it starts are inside the agent's bounds
@@ -510,8 +546,8 @@ class Init:
         os.close(info_w)
         info: dict = {}
         try:
-            info = json.loads(read_to_eof(info_r, timeout, "the agent zone") or "{}")
-            line = self.read_line(os.dup(zone.stdout.fileno()), "the agent zone's D-Bus", timeout)
+            info = json.loads(read_to_eof(info_r, budget.left(), "the agent zone") or "{}")
+            line = self.read_line(os.dup(zone.stdout.fileno()), "the agent zone's D-Bus", budget.left())
             if line != "ready":
                 raise RuntimeError(f"the agent zone did not start: {line!r} ({self.log_tail('zone')})")
             pid = int(info["child-pid"])
@@ -519,7 +555,7 @@ class Init:
                          "env": self.zone_env, "home": self.cfg["home"],
                          "enter": list(self.cfg.get("bounds_enter", []))}
         except BaseException:
-            self.kill_zone_proc(zone, info.get("child-pid"))
+            self.kill_zone_proc(zone, info.get("child-pid"), budget.left() + self.wait_s)
             raise
         finally:
             zone.stdout.close()
@@ -537,12 +573,17 @@ class Init:
                 "/usr/bin/env", "-i", "-C", cwd, *[f"{k}={v}" for k, v in sorted(self.zone_env.items())],
                 *argv]
 
-    def tmux(self, *args: str) -> subprocess.CompletedProcess:
-        """A tmux client of the infra's own socket (in the infra-only run dir)."""
+    def tmux(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+        """A tmux client of the infra's own socket (in the infra-only run dir), ``timeout`` s
+        (default ``wait_s``)."""
         return subprocess.run(["tmux", "-S", self.cfg["tmux_socket"], *args], env=self.env,
-                              capture_output=True, text=True, timeout=5)
+                              capture_output=True, text=True, timeout=self.wait_s if timeout is None else timeout)
 
-    def start_terminal(self, timeout: float = 10.0) -> None:
+    def start_terminal(self, timeout: float | None = None) -> None:
+        """Start xterm + tmux and wait (``timeout`` s, default ``wait_s``) until the pane shows
+        text (the shell's prompt), xterm is attached to the session and its window is mapped;
+        fails at once when xterm exits."""
+        budget = Budget(self.wait_s if timeout is None else timeout)
         term = self.cfg["terminal"]
         # tmux runs in the infra zone (its socket is infra-only); the shell in its pane enters
         # the agent zone; its config leaves no key that runs a tmux command.
@@ -554,19 +595,28 @@ class Init:
             "-fa", term.get("font", "DejaVu Sans Mono"), "-fs", str(term.get("font_size", 12)),
             "-bg", term.get("bg", "#300a24"), "-fg", term.get("fg", "#ffffff"), "+sb",
             "-xrm", "XTerm*selectToClipboard: true", "-e", *tmux])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # a shell prompt in the pane and xterm attached
+        seen = "no tmux session yet"
+        while not budget.expired():  # a shell prompt in the pane and xterm attached
             if self.terminal.poll() is not None:
                 raise RuntimeError(f"the terminal exited with code {self.terminal.returncode}: "
                                    + self.log_tail("terminal"))
-            out = self.tmux("capture-pane", "-p", "-t", self.cfg["tmux_session"])
+            try:
+                out = self.tmux("capture-pane", "-p", "-t", self.cfg["tmux_session"], timeout=budget.left())
+            except subprocess.TimeoutExpired:
+                continue  # a slow tmux client on a busy machine: ask again while time is left
             if out.returncode == 0 and out.stdout.strip():
-                clients = self.tmux("list-clients")
+                seen = "a prompt, but xterm not attached or its window not mapped"
+                try:
+                    clients = self.tmux("list-clients", timeout=budget.left())
+                except subprocess.TimeoutExpired:
+                    continue
                 if clients.returncode == 0 and clients.stdout.strip() and self.terminal_mapped():
                     time.sleep(0.03)  # let xterm paint what tmux just sent it
                     return
+            elif out.returncode == 0:
+                seen = "an empty pane (no prompt yet)"
             time.sleep(0.02)
-        raise RuntimeError(f"the terminal showed no prompt in {timeout:.0f} s")
+        raise RuntimeError(f"the terminal showed no prompt in {budget.seconds:.1f} s ({seen})")
 
     def log_tail(self, name: str, chars: int = 600) -> str:
         try:
@@ -594,20 +644,23 @@ class Init:
                 continue
         return False
 
-    def reset(self, terminal: bool) -> dict:
+    def reset(self, terminal: bool, budget_s: float | None = None) -> dict:
+        """Kill the episode, restore HOME and /tmp, start a zone (and the terminal), all within
+        ``budget_s`` (default ``wait_s``)."""
         self.check_infra()
+        budget = Budget(self.wait_s if budget_s is None else budget_s)
         t0 = time.monotonic()
         timings = {}
-        nprocs = self.kill_episode_processes()
+        nprocs = self.kill_episode_processes(budget.left())
         timings["kill"] = time.monotonic() - t0
         self.reset_input()
         self.clean_tmp()
         self.restore_home()
         timings["restore"] = time.monotonic() - t0
-        self.start_zone()
+        self.start_zone(budget.left())
         timings["zone"] = time.monotonic() - t0
         if terminal:
-            self.start_terminal()
+            self.start_terminal(budget.left())
         timings["terminal"] = time.monotonic() - t0
         self.check_infra()
         return {"ok": True, "timings": timings, "killed": nprocs}
@@ -654,7 +707,8 @@ class Init:
     def handle(self, req: dict) -> dict:
         op = req.get("op")
         if op == "reset":
-            return self.reset(bool(req.get("terminal", True)))
+            budget = req.get("budget_s")
+            return self.reset(bool(req.get("terminal", True)), float(budget) if budget else None)
         if op == "zone":
             self.ensure_zone()
             return {"ok": True, "pid": self.zone_info.get("pid")}
