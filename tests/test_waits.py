@@ -93,3 +93,53 @@ def test_wait_until_stops_at_the_event_at_a_gone_process_or_at_the_deadline():
 
     with pytest.raises(TimeoutError, match="gave up waiting for the socket after 5 s"):
         wait_until(tick, Deadline(5, "the socket", clock=clock, factor=lambda: 1.0), interval_s=0)
+
+
+# ---- the waits' users: their default bounds follow the load, a given number is used as is ----------
+
+
+def test_chromium_launch_bound_is_the_base_times_the_load_unless_given(monkeypatch):
+    from guigym.envs.web.browser import LAUNCH_BASE_S, BrowserRuntime
+
+    monkeypatch.setattr(waits, "load_factor", lambda loadavg=None: 6.0)
+    assert BrowserRuntime().launch_timeout() == pytest.approx(6.0 * LAUNCH_BASE_S)  # was a fixed 30 s
+    assert BrowserRuntime(launch_timeout_s=7.0).launch_timeout() == 7.0
+
+
+def test_the_desktop_reset_request_carries_a_load_scaled_budget_the_socket_outwaits(monkeypatch):
+    """The sandbox init gets one budget for the whole reset (it used 10 s per step whatever the
+    load), and the host's socket waits longer, so the init's error naming the step arrives."""
+    from guigym.envs.desktop.providers.local import RESET_BASE_S, LocalProvider
+
+    monkeypatch.setattr(waits, "load_factor", lambda loadavg=None: 4.0)
+    sent = []
+
+    def fake_ctl(self, request, timeout):
+        sent.append((request, timeout))
+        return {"ok": True, "timings": {}}
+
+    monkeypatch.setattr(LocalProvider, "_ctl", fake_ctl)
+    p = LocalProvider()
+    p.timings = {}
+    p._ctl_reset()
+    (request, timeout), = sent
+    assert request["op"] == "reset" and request["budget_s"] == pytest.approx(4.0 * RESET_BASE_S)
+    assert timeout > request["budget_s"]
+    sent.clear()
+    exact = LocalProvider(reset_timeout_s=12.0)
+    exact.timings = {}
+    exact._ctl_reset()
+    assert sent[0][0]["budget_s"] == 12.0
+    with pytest.raises(Exception, match="reset_timeout_s"):
+        LocalProvider(reset_timeout_s=0)
+
+
+def test_wait_ready_fails_at_once_when_the_server_is_gone_and_names_the_wait(tmp_path):
+    from guigym.core.errors import EnvInfraError
+    from guigym.envs.desktop.client import DesktopClient
+
+    client = DesktopClient(unix_socket=str(tmp_path / "no-server.sock"), token="t", timeout=5)
+    with pytest.raises(EnvInfraError, match="will not come up: exited with code 3"):
+        client.wait_ready(timeout=3600, alive=lambda: "exited with code 3")  # no 3600 s wait
+    with pytest.raises(EnvInfraError, match="gave up waiting for GET /platform.*fixed limit"):
+        client.wait_ready(timeout=0.3)

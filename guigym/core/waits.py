@@ -77,16 +77,16 @@ class Deadline:
 
     def __init__(self, base_s: float, what: str, *, scale: bool = True,
                  clock: Callable[[], float] = time.monotonic,
-                 factor: Callable[[], float] = load_factor) -> None:
+                 factor: Optional[Callable[[], float]] = None) -> None:
         if not base_s > 0:
             raise ValueError(f"Deadline base_s must be > 0 seconds, got {base_s!r} (for {what})")
         self.base_s = float(base_s)
         self.what = what
         self.scale = scale
         self._clock = clock
-        self._factor = factor
+        self._factor = factor or (lambda: load_factor())  # looked up per call: patchable
         self.start = clock()
-        self.max_factor = factor() if scale else 1.0
+        self.max_factor = self._factor() if scale else 1.0
         self._read_at = self.start
 
     def _refresh(self, now: float) -> None:
