@@ -4,6 +4,7 @@ already successful); doing the task as the app would -> 1.0; a near-miss -> 0 (o
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import posixpath
@@ -33,6 +34,7 @@ APP_DBS = {  # what installing each app would leave on the device: path -> schem
     V.SMS_DB: SMS_SCHEMA,
 }
 NOW_S = 1697371200  # 2023-10-15 12:00 UTC
+NOW = dt.datetime(2023, 10, 15, 15, 34, tzinfo=dt.timezone.utc)  # AndroidWorld's device clock for its questions
 
 
 def _db_bytes(schema: str) -> bytes:
@@ -276,7 +278,7 @@ def solve(name: str, dev: FakeDevice, t) -> None:
         dev.shell(["rm", "-f", f"{MARKOR}/{p['original_name']}"])
     elif name == "MarkorMergeNotes":
         dev.write(f"{MARKOR}/{p['new_file_name']}", "\n\n".join(p[f"file{i}_content"] for i in (1, 2, 3)))
-    elif name.startswith(("ExpenseAdd", "RecipeAdd")) or name == "SimpleCalendarAddOneEvent":
+    elif name.startswith(("ExpenseAdd", "RecipeAdd", "SimpleCalendarAdd")):
         for row in p["row_objects"]:
             _insert_row(dev, t, dataclasses.replace(row, **({"note": row.note.upper()} if name.startswith("Expense")
                                                             and row.note else {})))  # fuzzy: case differs
@@ -289,7 +291,7 @@ def solve(name: str, dev: FakeDevice, t) -> None:
     elif name.startswith("RecipeDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "title", row.title)
-    elif name == "SimpleCalendarLocationOfEvent":
+    elif name == "SimpleCalendarLocationOfEvent" or name in CALENDAR_QUERIES:
         pass  # answering is the task
     elif name == "MarkorCreateNote":
         dev.write(f"{MARKOR}/{p['file_name']}", p["text"] + "\n")
@@ -312,8 +314,61 @@ def solve(name: str, dev: FakeDevice, t) -> None:
         raise AssertionError(f"no solver for {name}")
 
 
-def answer_for(name: str, t) -> Optional[str]:
-    return f"  {t.params['location'].upper()}. " if name == "SimpleCalendarLocationOfEvent" else None
+# --------------------------------------------------------------------------- calendar questions
+
+CALENDAR_QUERIES = {"SimpleCalendarEventsOnDate", "SimpleCalendarEventOnDateAtTime", "SimpleCalendarAnyEventsOnDate",
+                    "SimpleCalendarNextEvent", "SimpleCalendarNextMeetingWithPerson", "SimpleCalendarEventsInNextWeek",
+                    "SimpleCalendarFirstEventAfterStartTime", "SimpleCalendarEventsInTimeRange"}
+UTC = dt.timezone.utc
+
+
+def _when(date_text: str, time_text: str = "00:00") -> dt.datetime:
+    """The test's own reading of AndroidWorld's "October 15 2023" / "1:30pm" / "21:45" / "4pm"."""
+    t = time_text.strip().lower()
+    m = re.fullmatch(r"(\d{1,2})(?::(\d\d))?\s*(am|pm)?", t)
+    assert m, time_text
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    if m.group(3):
+        hour = hour % 12 + (12 if m.group(3) == "pm" else 0)
+    day = dt.datetime.strptime(date_text, "%B %d %Y")
+    return day.replace(hour=hour, minute=minute, tzinfo=UTC)
+
+
+def calendar_answer(name: str, t, dev: FakeDevice) -> str:
+    """The answer read from the seeded ``events`` table by the test's own rules (not the task's):
+    titles in reverse start order and upper case (order and case must not matter)."""
+    rows = [(dt.datetime.fromtimestamp(r["start_ts"], UTC), dt.datetime.fromtimestamp(r["end_ts"], UTC), r["title"])
+            for r in dev._select(t.db_path, "events")]
+    p = t.params
+    if name == "SimpleCalendarNextMeetingWithPerson":
+        starts = sorted(s for s, _, title in rows if p["person"] in title and s > NOW)
+        return starts[0].strftime("%B %d %Y %H:%M")
+    if name in ("SimpleCalendarEventsOnDate", "SimpleCalendarAnyEventsOnDate"):
+        day = _when(p["date"]).date()
+        hits = [(s, ti) for s, e, ti in rows if s.date() <= day <= e.date()]
+    elif name == "SimpleCalendarEventOnDateAtTime":
+        at = _when(p["date"], p["time"])
+        hits = [(s, ti) for s, e, ti in rows if s <= at <= e]
+    elif name == "SimpleCalendarNextEvent":
+        hits = [min((s, ti) for s, _, ti in rows if s > NOW)]
+    elif name == "SimpleCalendarEventsInNextWeek":  # Monday 16 to Sunday 22 October
+        hits = [(s, ti) for s, _, ti in rows if dt.date(2023, 10, 16) <= s.date() <= dt.date(2023, 10, 22)]
+    elif name == "SimpleCalendarFirstEventAfterStartTime":
+        after = _when(p["date"], p["time"])
+        hits = [min((s, ti) for s, _, ti in rows if s >= after)]
+    else:  # SimpleCalendarEventsInTimeRange
+        lo, hi = _when(p["date"], p["start_time"]), _when(p["date"], "8pm")
+        hits = [(s, ti) for s, e, ti in rows if s <= hi and e >= lo]
+    assert hits, (name, p)
+    return ", ".join(ti.upper() for _, ti in sorted(hits, reverse=True))
+
+
+def answer_for(name: str, t, dev: FakeDevice) -> Optional[str]:
+    if name == "SimpleCalendarLocationOfEvent":
+        return f"  {t.params['location'].upper()}. "
+    if name in CALENDAR_QUERIES:
+        return calendar_answer(name, t, dev)
+    return None
 
 
 def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
@@ -361,7 +416,7 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
     elif name.startswith("RecipeAdd"):
         _insert_row(dev, t, p["row_objects"][0])
         _insert_row(dev, t, p["row_objects"][0])  # the first added twice, the others not
-    elif name == "SimpleCalendarAddOneEvent":
+    elif name.startswith("SimpleCalendarAdd"):
         ev = p["row_objects"][0]
         _insert_row(dev, t, dataclasses.replace(ev, start_ts=ev.start_ts + 3600, end_ts=ev.end_ts + 3600))
     elif name.startswith("SimpleCalendarDelete"):  # the events asked for, and one more
@@ -381,6 +436,13 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
             dev.db_exec(t.db_path, "UPDATE recipes SET title = title || ' (copy)' WHERE title = ?", (row.title,))
     elif name == "SimpleCalendarLocationOfEvent":
         return "The location is somewhere else entirely", 0.0
+    elif name == "SimpleCalendarNextMeetingWithPerson":  # an hour off
+        when = dt.datetime.strptime(calendar_answer(name, t, dev), "%B %d %Y %H:%M") + dt.timedelta(hours=1)
+        return when.strftime("%B %d %Y %H:%M"), 0.0
+    elif name in CALENDAR_QUERIES:  # the right titles plus one more of the table's
+        right = calendar_answer(name, t, dev)
+        other = next(r["title"] for r in dev._select(t.db_path, "events") if r["title"] not in right)
+        return f"{right}, {other}", 0.0
     elif name == "MarkorCreateNote":
         dev.write(f"{MARKOR}/{p['file_name']}", "A completely different note body.")
     elif name == "MarkorCreateFolder":
@@ -403,7 +465,7 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
                     if p["destination_folder"] != "Download" else f"{SD}/Music/{p['file_name']}")
     else:
         raise AssertionError(f"no near miss for {name}")
-    return answer_for(name, t), 0.0
+    return answer_for(name, t, dev), 0.0
 
 
 VERIFY = {n for n in TASKS.names() if n.endswith("Verify")}
@@ -434,7 +496,7 @@ def test_initialise_then_solve_scores_one(name):
     before = t.is_successful(dev, answer=None)
     assert before == (1.0 if name in VERIFY else 0.0)
     solve(name, dev, t)
-    assert t.is_successful(dev, answer=answer_for(name, t)) == 1.0
+    assert t.is_successful(dev, answer=answer_for(name, t, dev)) == 1.0
     t.tear_down(dev)
 
 

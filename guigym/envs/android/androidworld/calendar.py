@@ -5,8 +5,10 @@ The database is ``/data/data/com.simplemobiletools.calendar.pro/databases/events
 is AndroidWorld's ``CalendarEvent`` (timestamps in seconds, UTC; the other columns take the
 defaults AndroidWorld writes). AndroidWorld's device clock is 2023-10-15; events lie in October 2023.
 
-* SimpleCalendarAddOneEvent: exactly one event added with the requested start, end, title and
-  description (fuzzy on the texts), nothing else changed.
+* SimpleCalendarAddOneEvent (absolute date) and its RelativeDay / Tomorrow / InTwoWeeks variants
+  (the day named relative to Sunday 15 October): exactly one event added with the requested start,
+  end, title and description (fuzzy on the texts), nothing else changed; AddRepeatingEvent also
+  compares ``repeat_interval`` (daily / weekly seconds) and ``repeat_rule`` (the weekday bit).
 * SimpleCalendarLocationOfEvent: an answer task; the final answer must match the event's location
   (:func:`validators.answer_matches`). No answer scores 0.
 """
@@ -110,14 +112,86 @@ class SimpleCalendarAddOneEvent(_Calendar, _AddRows):
     free_form = ("title", "description")
 
     @classmethod
+    def _target(cls, rng: random.Random) -> CalendarEvent:
+        """The event to create (any October 2023 day here; subclasses pick the day)."""
+        return random_event(rng)
+
+    @classmethod
     def _random_params(cls, rng: random.Random) -> dict[str, Any]:
-        ev = random_event(rng)
+        ev = cls._target(rng)
         if not ev.description:
             ev = dataclasses.replace(ev, description=DESCRIPTIONS[0])
         noise = _distinct(rng, random_event, rng.randint(0, 12), "title", avoid=[ev])
         return {"year": 2023, "month": 10, "day": ev.start.day, "hour": ev.start.hour,
                 "event_title": ev.title, "event_description": ev.description,
-                "duration_mins": (ev.end_ts - ev.start_ts) // 60, ROWS: [ev], NOISE: noise}
+                "duration_mins": (ev.end_ts - ev.start_ts) // 60, ROWS: [ev], NOISE: noise,
+                "day_of_week": ev.start.strftime("%A")}
+
+
+_RELATIVE_TAIL = ("at {hour}h with the title '{event_title}' and the description '{event_description}'. The event "
+                  "should last for {duration_mins} mins.")
+
+
+@register
+class SimpleCalendarAddOneEventRelativeDay(SimpleCalendarAddOneEvent):
+    """The day is named as "this <weekday>": Monday 16 to Saturday 21 October (the device's date is
+    Sunday the 15th)."""
+
+    template = "In Simple Calendar Pro, create a calendar event for this {day_of_week} " + _RELATIVE_TAIL
+
+    @classmethod
+    def _target(cls, rng: random.Random) -> CalendarEvent:
+        return event_on(rng, rng.randint(16, 21))
+
+
+@register
+class SimpleCalendarAddOneEventTomorrow(SimpleCalendarAddOneEvent):
+    template = "In Simple Calendar Pro, create a calendar event for tomorrow " + _RELATIVE_TAIL
+
+    @classmethod
+    def _target(cls, rng: random.Random) -> CalendarEvent:
+        return event_on(rng, 16)
+
+
+@register
+class SimpleCalendarAddOneEventInTwoWeeks(SimpleCalendarAddOneEvent):
+    template = "In Simple Calendar Pro, create a calendar event in two weeks from today " + _RELATIVE_TAIL
+
+    @classmethod
+    def _target(cls, rng: random.Random) -> CalendarEvent:
+        return event_on(rng, 29)
+
+
+#: AndroidWorld's recurrence choices: the app's ``repeat_interval`` in seconds
+REPEAT_INTERVALS = {"daily": 86400, "weekly": 7 * 86400}
+
+
+def weekly_repeat_rule(iso_weekday: int) -> int:
+    """Simple Calendar Pro's weekly ``repeat_rule``: a bit per weekday, Monday = 1 << 0 ... Sunday = 1 << 6."""
+    if not 1 <= iso_weekday <= 7:
+        raise ValueError(f"iso_weekday must be 1-7, got {iso_weekday}")
+    return 1 << (iso_weekday - 1)
+
+
+@register
+class SimpleCalendarAddRepeatingEvent(SimpleCalendarAddOneEvent):
+    """A recurring event: ``repeat_interval`` (daily / weekly) and, weekly, the start's weekday bit in
+    ``repeat_rule`` are compared too."""
+
+    schema = SimpleCalendarAddOneEvent.schema + ("repeat_rule",)
+    template = ("In Simple Calendar Pro, create a recurring calendar event titled '{event_title}' starting on "
+                "{year}-{month}-{day} at {hour}h. The event recurs {repeat_rule}, forever, and lasts for "
+                "{duration_mins} minutes each occurrence. The event description should be '{event_description}'.")
+
+    @classmethod
+    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
+        p = super()._random_params(rng)
+        kind = rng.choice(sorted(REPEAT_INTERVALS))
+        ev = p[ROWS][0]
+        rule = weekly_repeat_rule(ev.start.isoweekday()) if kind == "weekly" else 0
+        p[ROWS] = [dataclasses.replace(ev, repeat_interval=REPEAT_INTERVALS[kind], repeat_rule=rule)]
+        p["repeat_rule"] = kind
+        return p
 
 
 @register
