@@ -22,6 +22,7 @@ from guigym.envs.android.androidworld import TASKS, load_task_metadata, metadata
 from guigym.envs.android.androidworld import validators as V
 from guigym.envs.android.androidworld.calendar import EVENTS_SCHEMA
 from guigym.envs.android.androidworld.sqlite_apps import EXPENSE_SCHEMA, RECIPE_SCHEMA, Expense
+from guigym.envs.android.androidworld.tasks_app import DB_PATH as TASKS_DB, TASKS_SCHEMA
 from guigym.envs.android.device import AndroidDevice
 
 SMS_SCHEMA = ("CREATE TABLE sms (_id INTEGER PRIMARY KEY AUTOINCREMENT, thread_id INTEGER, address TEXT, "
@@ -31,6 +32,7 @@ APP_DBS = {  # what installing each app would leave on the device: path -> schem
     "/data/data/com.arduia.expense/databases/accounting.db": EXPENSE_SCHEMA,
     "/data/data/com.flauschcode.broccoli/databases/broccoli": RECIPE_SCHEMA,
     "/data/data/com.simplemobiletools.calendar.pro/databases/events.db": EVENTS_SCHEMA,
+    TASKS_DB: TASKS_SCHEMA,
     V.SMS_DB: SMS_SCHEMA,
 }
 NOW_S = 1697371200  # 2023-10-15 12:00 UTC
@@ -291,7 +293,7 @@ def solve(name: str, dev: FakeDevice, t) -> None:
     elif name.startswith("RecipeDelete"):
         for row in p["row_objects"]:
             _delete_title(dev, t, "title", row.title)
-    elif name == "SimpleCalendarLocationOfEvent" or name in CALENDAR_QUERIES:
+    elif name == "SimpleCalendarLocationOfEvent" or name in CALENDAR_QUERIES | TASKS_QUERIES:
         pass  # answering is the task
     elif name == "MarkorCreateNote":
         dev.write(f"{MARKOR}/{p['file_name']}", p["text"] + "\n")
@@ -363,11 +365,41 @@ def calendar_answer(name: str, t, dev: FakeDevice) -> str:
     return ", ".join(ti.upper() for _, ti in sorted(hits, reverse=True))
 
 
+TASKS_QUERIES = {"TasksDueOnDate", "TasksHighPriorityTasks", "TasksHighPriorityTasksDueOnDate", "TasksDueNextWeek",
+                 "TasksCompletedTasksForDate", "TasksIncompleteTasksOnDate"}
+
+
+def tasks_answer(name: str, t, dev: FakeDevice) -> str:
+    """The answer read from the seeded Tasks ``tasks`` table by the test's own rules (importance 0 is
+    the app's high priority; dates in ms), titles reversed and lower-cased."""
+    rows = dev._select(TASKS_DB, "tasks")
+    p = t.params
+
+    def due(r):
+        return dt.datetime.fromtimestamp(r["dueDate"] / 1000, UTC).date() if r["dueDate"] else None
+
+    day = _when(p["date"]).date() if "date" in p else None
+    if name == "TasksDueNextWeek":
+        return str(sum(1 for r in rows if due(r) and dt.date(2023, 10, 16) <= due(r) <= dt.date(2023, 10, 22)))
+    if name in ("TasksDueOnDate", "TasksCompletedTasksForDate"):
+        hits = [r for r in rows if due(r) == day]
+    elif name == "TasksHighPriorityTasks":
+        hits = [r for r in rows if r["importance"] == 0]
+    elif name == "TasksHighPriorityTasksDueOnDate":
+        hits = [r for r in rows if r["importance"] == 0 and due(r) == day]
+    else:  # TasksIncompleteTasksOnDate
+        hits = [r for r in rows if not r["completed"] and due(r) and due(r) <= day]
+    assert hits, (name, p)
+    return ", ".join(r["title"].lower() for r in reversed(hits))
+
+
 def answer_for(name: str, t, dev: FakeDevice) -> Optional[str]:
     if name == "SimpleCalendarLocationOfEvent":
         return f"  {t.params['location'].upper()}. "
     if name in CALENDAR_QUERIES:
         return calendar_answer(name, t, dev)
+    if name in TASKS_QUERIES:
+        return tasks_answer(name, t, dev)
     return None
 
 
@@ -439,6 +471,10 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
     elif name == "SimpleCalendarNextMeetingWithPerson":  # an hour off
         when = dt.datetime.strptime(calendar_answer(name, t, dev), "%B %d %Y %H:%M") + dt.timedelta(hours=1)
         return when.strftime("%B %d %Y %H:%M"), 0.0
+    elif name == "TasksDueNextWeek":  # one too many
+        return str(int(tasks_answer(name, t, dev)) + 1), 0.0
+    elif name in TASKS_QUERIES:  # the right titles less one
+        return ", ".join(tasks_answer(name, t, dev).split(", ")[1:]) or "none", 0.0
     elif name in CALENDAR_QUERIES:  # the right titles plus one more of the table's
         right = calendar_answer(name, t, dev)
         other = next(r["title"] for r in dev._select(t.db_path, "events") if r["title"] not in right)

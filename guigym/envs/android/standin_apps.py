@@ -41,11 +41,13 @@ def app_databases() -> dict[str, str]:
     """Database path -> its tables' CREATE statements (the apps' column layouts)."""
     from guigym.envs.android.androidworld.calendar import EVENTS_SCHEMA
     from guigym.envs.android.androidworld.sqlite_apps import EXPENSE_SCHEMA, RECIPE_SCHEMA
+    from guigym.envs.android.androidworld.tasks_app import DB_PATH as TASKS_DB, TASKS_SCHEMA
 
     return {
         "/data/data/com.arduia.expense/databases/accounting.db": EXPENSE_SCHEMA,
         "/data/data/com.flauschcode.broccoli/databases/broccoli": RECIPE_SCHEMA,
         "/data/data/com.simplemobiletools.calendar.pro/databases/events.db": EVENTS_SCHEMA,
+        TASKS_DB: TASKS_SCHEMA,
         SMS_DB: SMS_SCHEMA,
     }
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Optional
 from guigym.envs.android.androidworld import answers as A
 from guigym.envs.android.androidworld.base import AndroidWorldTask, register
 from guigym.envs.android.androidworld.calendar import DESCRIPTIONS, TITLES, CalendarEvent, _Calendar
-from guigym.envs.android.androidworld.sqlite_apps import ROWS
+from guigym.envs.android.androidworld.queries import _RowQuery
 from guigym.envs.android.device import AndroidDevice
 
 N_NOISE = 75
@@ -63,55 +63,14 @@ def random_noise_event(rng: random.Random) -> CalendarEvent:
     return make_event(start, 60 * rng.choice([15, 30, 45, 60]), rng.choice(TITLES), rng.choice(DESCRIPTIONS))
 
 
-class _CalendarQuery(_Calendar):
-    """Targets + noise in the table; the answer is compared with ``params["expected"]``."""
+class _CalendarQuery(_Calendar, _RowQuery):
+    """75 noise events (AndroidWorld's count for the calendar)."""
 
-    complexity = 1.0
-
-    @classmethod
-    def _values(cls, rng: random.Random) -> dict[str, Any]:
-        raise NotImplementedError
+    n_noise = N_NOISE
 
     @classmethod
-    def _targets(cls, p: dict[str, Any]) -> list[CalendarEvent]:
-        raise NotImplementedError
-
-    @classmethod
-    def _excluded(cls, ev: CalendarEvent, p: dict[str, Any]) -> bool:
-        """Whether a noise event would change the answer (redrawn then)."""
-        raise NotImplementedError
-
-    @classmethod
-    def _random_params(cls, rng: random.Random) -> dict[str, Any]:
-        p = cls._values(rng)
-        targets = cls._targets(p)
-        noise: list[CalendarEvent] = []
-        while len(noise) < N_NOISE:
-            ev = random_noise_event(rng)
-            if not cls._excluded(ev, p) and ev.title not in {t.title for t in targets}:
-                noise.append(ev)
-        events = targets + noise
-        rng.shuffle(events)
-        p.update({ROWS: events, "targets": targets, "expected": [t.title for t in targets]})
-        if "date" in p:
-            p["date_phrase"] = A.reword_date(rng, p["date"])
-        return p
-
-    @property
-    def goal(self) -> str:
-        return self.template.format(**{**self.params, "date": self.params.get("date_phrase", "")})
-
-    def initialize_task(self, device: AndroidDevice) -> None:
-        self._ensure_db(device)
-        self._reset_table(device, self.params[ROWS])
-        super().initialize_task(device)
-
-    def is_successful(self, device: AndroidDevice, answer: Optional[str] = None) -> float:
-        super().is_successful(device, answer)
-        return 1.0 if A.list_matches(answer, self.params["expected"]) else 0.0
-
-    def reference(self, device: AndroidDevice) -> Optional[str]:
-        return ", ".join(self.params["expected"])  # an answer task: the end state is the answer
+    def _noise_row(cls, rng: random.Random) -> CalendarEvent:
+        return random_noise_event(rng)
 
 
 @register

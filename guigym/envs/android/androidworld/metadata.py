@@ -78,6 +78,12 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
     "SystemWifiTurnOffVerify": ("easy", 3),
     "SystemWifiTurnOn": ("easy", 3),
     "SystemWifiTurnOnVerify": ("easy", 3),
+    "TasksCompletedTasksForDate": ("medium", 5),
+    "TasksDueNextWeek": ("medium", 6),
+    "TasksDueOnDate": ("easy", 2),
+    "TasksHighPriorityTasks": ("medium", 2),
+    "TasksHighPriorityTasksDueOnDate": ("medium", 5),
+    "TasksIncompleteTasksOnDate": ("easy", 2),
     "TurnOffWifiAndTurnOnBluetooth": ("medium", 5),
     "TurnOnWifiAndOpenApp": ("easy", 4),
 }
