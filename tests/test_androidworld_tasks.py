@@ -20,6 +20,7 @@ import pytest
 from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.envs.android.androidworld import TASKS, load_task_metadata, metadata_table
 from guigym.envs.android.androidworld import validators as V
+from guigym.envs.android.androidworld.data import EXPENSE_CATEGORIES as D_CATEGORIES
 from guigym.envs.android.androidworld.calendar import EVENTS_SCHEMA
 from guigym.envs.android.androidworld.sqlite_apps import EXPENSE_SCHEMA, RECIPE_SCHEMA, Expense
 from guigym.envs.android.androidworld.tasks_app import DB_PATH as TASKS_DB, TASKS_SCHEMA
@@ -767,3 +768,57 @@ def test_docs_state_the_computed_task_counts():
     assert f"{len(ALL)} of AndroidWorld's 116 task classes" in text
     assert f"over {len(apps)} apps" in text
     assert f"`guigym tasks check --env AndroidWorld-v0` checks all {len(with_reference)}" in text
+
+
+# --------------------------------------------------------------------------- harder Expense / Broccoli variants
+
+
+def test_constraint_recipes_are_exactly_those_whose_directions_use_the_ingredient():
+    cls = TASKS.get("RecipeDeleteMultipleRecipesWithConstraint")
+    dev = FakeDevice()
+    t = cls(cls.generate_random_params(3))
+    t.initialize_task(dev)
+    rows = dev._select(t.db_path, "recipes")
+    using = sorted(r["recipeId"] for r in rows if t.params["ingredient"] in r["directions"].lower())
+    assert len(rows) == 32 and len(using) == 3 and sorted(t.to_delete) == using
+    for key in using[:2]:  # two of the three deleted: not done yet
+        dev.db_exec(t.db_path, "DELETE FROM recipes WHERE recipeId = ?", (key,))
+    assert t.is_successful(dev) == 0.0
+
+
+def test_expenses_from_markor_are_the_marked_lines_and_either_note_form_passes():
+    cls = TASKS.get("ExpenseAddMultipleFromMarkor")
+    for marked_note in (False, True):
+        dev = FakeDevice()
+        t = cls(cls.generate_random_params(8))
+        t.initialize_task(dev)
+        lines = dev.files[f"{MARKOR}/my_expenses.txt"].decode().splitlines()
+        marked = [ln.split(",") for ln in lines[1:] if ln.endswith("Reimbursable.")]
+        assert len(lines) == 103 and len(marked) == 2 and len(dev._select(t.db_path, "expense")) == 100
+        for name, dollars, category, note in marked:  # what the agent reads, typed into the app
+            cat = next(k for k, v in D_CATEGORIES.items() if v == category)
+            note = note if marked_note else note[: -len(". Reimbursable.")]
+            dev.db_exec(t.db_path, "INSERT INTO expense (name, amount, category, note, created_date, modified_date) "
+                        "VALUES (?, ?, ?, ?, 0, 0)", (name, round(float(dollars) * 100), cat, note))
+        assert t.is_successful(dev) == 1.0
+        unmarked = lines[1].split(",") if not lines[1].endswith("Reimbursable.") else lines[2].split(",")
+        dev.db_exec(t.db_path, "INSERT INTO expense (name, amount, category, note) VALUES (?, ?, 1, ?)",
+                    (unmarked[0], round(float(unmarked[1]) * 100), unmarked[3]))
+        assert t.is_successful(dev) == 0.0  # a transaction that is not reimbursable was logged too
+
+
+def test_duplicate_recipes_3_keeps_look_alikes_that_are_not_duplicates():
+    cls = TASKS.get("RecipeDeleteDuplicateRecipes3")
+    dev = FakeDevice()
+    t = cls(cls.generate_random_params(2))
+    t.initialize_task(dev)
+    rows = dev._select(t.db_path, "recipes")
+    fields = [k for k in rows[0] if k != "recipeId"]
+    as_tuples = [tuple(r[k] for k in fields) for r in rows]
+    dupes = {x for x in as_tuples if as_tuples.count(x) > 1}
+    assert len(rows) == 32 and len(dupes) == 1
+    (dupe,) = dupes
+    look_alikes = [r for r in rows if r["title"] == dupe[0] and tuple(r[k] for k in fields) != dupe]
+    assert look_alikes, "the noise has rows sharing the duplicate's title but differing elsewhere"
+    dev.db_exec(t.db_path, "DELETE FROM recipes WHERE recipeId = ?", (look_alikes[0]["recipeId"],))
+    assert t.is_successful(dev) == 0.0  # deleting a look-alike is not deduplicating
