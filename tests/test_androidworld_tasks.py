@@ -298,6 +298,14 @@ def solve(name: str, dev: FakeDevice, t) -> None:
         pass  # answering is the task
     elif name == "MarkorCreateNote":
         dev.write(f"{MARKOR}/{p['file_name']}", p["text"] + "\n")
+    elif name == "MarkorCreateNoteAndSms":
+        dev.write(f"{MARKOR}/{p['file_name']}", p["text"] + "\n")
+        dev.foreground = "com.simplemobiletools.smsmessenger"
+        dev.send_sms(p["number"], p["text"])
+    elif name == "MarkorEditNote":
+        body = {"header": f"{p.get('header')}\n{p['original_content']}", "footer": f"{p['original_content']}\n"
+                f"{p.get('footer')}", "replace": p.get("replace_text")}[p["edit_type"]]
+        dev.write(f"{MARKOR}/{p['file_name']}", body + "\n")
     elif name == "MarkorCreateFolder":
         dev.shell(["mkdir", "-p", f"{MARKOR}/{p['folder_name']}"])
     elif name == "MarkorDeleteNote":
@@ -482,6 +490,13 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
         return f"{right}, {other}", 0.0
     elif name == "MarkorCreateNote":
         dev.write(f"{MARKOR}/{p['file_name']}", "A completely different note body.")
+    elif name == "MarkorCreateNoteAndSms":  # the note only, no SMS
+        dev.write(f"{MARKOR}/{p['file_name']}", p["text"] + "\n")
+        return None, 0.5
+    elif name == "MarkorEditNote":  # the edit's text alone, the original text lost (or kept, for replace)
+        extra = p.get("header") or p.get("footer")
+        body = extra if extra else p["original_content"] + "\n" + p["replace_text"]
+        dev.write(f"{MARKOR}/{p['file_name']}", body + "\n")
     elif name == "MarkorCreateFolder":
         dev.shell(["mkdir", "-p", f"{MARKOR}/{p['folder_name']}x"])
     elif name == "MarkorDeleteNote":
