@@ -552,7 +552,7 @@ def test_vlc_playing_info_saves_the_status_and_is_vlc_playing_reads_it(tmp_path:
     client = VlcClient("OK " + b64.b64encode(body).decode())
     path = get(client, {"type": "vlc_playing_info", "dest": "status.xml"}, tmp_path)
     assert Path(path).read_bytes() == body and Path(path).parent == tmp_path
-    assert client.calls[0][1][:2] == ["python3", "-c"] and client.calls[0][1][3:] == ["8080", "password", "vlc"]
+    assert client.calls[0][1][:2] == ["python3", "-c"] and client.calls[0][1][3:] == ["8080", "password", "vlc", "null"]  # null: no setup record
     f = m("is_vlc_playing")
     assert f(path, {"type": "file_name", "file_name": "Shark.mp4"}) == 1.0
     assert f(path, {"type": "file_name", "file_name": "Whale.mp4"}) == 0.0

@@ -161,3 +161,134 @@ def test_the_verdicts_name_the_impostor(impostor: int) -> None:
     (v1, d1), (v2, _) = json.loads(out.stdout)
     assert v1 == "impostor" and "python" in d1 and str(impostor) in d1
     assert v2 == "none"
+
+
+@pytest.fixture()
+def parked_listener() -> Iterator[int]:
+    """A port that listens with no process owning the socket: the agent's trick of sending the
+    listening socket over a unix socket pair and closing its own copy (the kernel keeps a socket
+    in flight alive; /proc shows no process holding it). port_owner's verdict is "unknown"."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    socket.send_fds(a, [b"x"], [listener.fileno()])
+    listener.close()
+    try:
+        yield port
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_parked_listener_scores_as_no_app_instead_of_losing_the_episode(parked_listener: int, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    """Before: the "unknown" verdict raised EnvInfraError, so an agent could turn any VLC or
+    browser task it failed into a lost (never scored) episode. Now the answer is unverifiable and
+    not read: the getters return what they return for a missing app, which scores 0."""
+    from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES
+
+    prog = PORT_OWNER_CODE + "\nimport sys\nprint(port_owner_verdict(int(sys.argv[1]), %r)[0])" % (VLC_NAMES,)
+    out = subprocess.run(["python3", "-c", prog, str(parked_listener)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "unknown"  # the attack reaches the verdict it aims at
+    monkeypatch.setattr(getters_apps, "VLC_HTTP_PORT", parked_listener)
+    ctx = GetterContext(client=LocalClient(), cache_dir=tmp_path)
+    assert GETTERS.get("vlc_playing_info")(ctx, {"dest": "s.xml"}) is None
+    assert not (tmp_path / "s.xml").exists()
+    ctx.chromium_port = parked_listener  # type: ignore[attr-defined]
+    assert GETTERS.get("open_tabs_info")(ctx, {}) == []
+
+
+# ---------------------------------------------------------------- the agent's own instance of the app
+
+class SetupRecordingClient(LocalClient):
+    """LocalClient whose ``launched()`` answers as the desktop's server does (``GET
+    /guigym/launched``): the live members of the sessions the "setup" started."""
+
+    def __init__(self, leaders: list[tuple[int, int]]) -> None:
+        super().__init__()
+        self.leaders = leaders
+
+    def launched(self) -> list[tuple[int, int]]:
+        from guigym.envs.desktop.server import launched
+
+        return launched.members(self.leaders)
+
+
+def _serve(exe: str, port: int, root: Path) -> subprocess.Popen:
+    """``exe -m http.server`` on ``port`` serving ``root``, in a session of its own (as the server's
+    /setup/launch starts apps, and as an agent's ``setsid`` would)."""
+    proc = subprocess.Popen([exe, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("the stand-in app did not start listening")
+            time.sleep(0.05)
+
+
+def test_the_agents_own_instance_of_the_app_is_not_read(tmp_path: Path, monkeypatch) -> None:
+    """The agent kills the task's app and starts the same installed binary with a configuration
+    of its own, answering "playing" (VLC with an HTTP source directory of the agent's). The port
+    check passes it (right binary); only the record of what the setup started tells them apart.
+    An installed python3 plays the app: the check treats any binary under /usr the same way."""
+    import os
+    import signal
+
+    from guigym.envs.desktop.server import launched
+
+    exe = os.path.realpath("/usr/bin/python3")
+    if not exe.startswith("/usr/"):
+        pytest.skip("no system python3 under /usr")
+    for name, body in (("task", b"<root><state>stopped</state></root>"), ("agent", PLAYING)):
+        (tmp_path / name / "requests").mkdir(parents=True)
+        (tmp_path / name / "requests" / "status.xml").write_bytes(body)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(getters_apps, "VLC_HTTP_PORT", port)
+    monkeypatch.setattr(getters_apps, "VLC_NAMES", (os.path.basename(exe),))
+    procs = [_serve(exe, port, tmp_path / "task")]
+    try:
+        client = SetupRecordingClient([(procs[0].pid, launched.start_time(procs[0].pid))])
+        ctx = GetterContext(client=client, cache_dir=tmp_path / "cache")
+        got = GETTERS.get("vlc_playing_info")(ctx, {"dest": "s.xml"})
+        assert got is not None and b"stopped" in Path(got).read_bytes()  # the task's instance is read
+        os.killpg(procs[0].pid, signal.SIGKILL)
+        procs[0].wait(timeout=10)
+        procs.append(_serve(exe, port, tmp_path / "agent"))  # same binary, the agent's configuration
+        assert GETTERS.get("vlc_playing_info")(ctx, {"dest": "s2.xml"}) is None  # scored as no VLC
+        assert not (tmp_path / "cache" / "s2.xml").exists()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+
+
+def test_the_setup_record_follows_the_app_past_its_launcher_and_refuses_a_recycled_leader() -> None:
+    """members(): a process the launched command forked stays in the record after the command
+    itself exits (``sh -c 'app &'``); a leader pid now held by another process yields nothing."""
+    import os
+    import signal
+
+    from guigym.envs.desktop.server import launched
+
+    sh = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True)
+    try:
+        child = int(sh.stdout.readline())
+        started = launched.start_time(sh.pid)
+        sh.wait(timeout=30)  # the launcher is gone, its child lives on in its session
+        got = dict(launched.members([(sh.pid, started)]))
+        assert child in got and got[child] == launched.start_time(child)
+        mine = launched.start_time(os.getpid())
+        assert launched.members([(os.getpid(), mine + 1)]) == []  # a recycled pid: another start time
+    finally:
+        os.killpg(sh.pid, signal.SIGKILL)

@@ -323,6 +323,23 @@ class DesktopClient:
         except ValueError:
             raise DesktopRequestError("POST /run_bash_script", status, _message(data)) from None
 
+    def launched(self) -> Optional[list[tuple[int, int]]]:
+        """``[(pid, start time)]`` of the live processes the setup steps started (and what they
+        forked), pids as the desktop's getters see them; None from a server that cannot say (a
+        stock OSWorld server, an older guigym one). Getters trust an app's port only from these
+        (getters/port_owner.py)."""
+        if self.compat:
+            return None
+        status, _, data = self.request("GET", "/guigym/launched")
+        if status == 404:
+            return None
+        if status != 200:
+            raise DesktopRequestError("GET /guigym/launched", status, _message(data))
+        try:
+            return [(int(p), int(t)) for p, t in json.loads(data)["processes"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EnvInfraError(f"GET /guigym/launched: bad answer {data[:200]!r}") from exc
+
     def launch(self, command: Union[list[str], str], shell: bool = False) -> str:
         return self._post_text("/setup/launch", {"command": command, "shell": shell})
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, Optional
 
 from . import PROTOCOL_VERSION, SERVER_NAME
 from . import a11y as a11y_mod
+from . import launched
 from . import multipart
 from . import zone
 from .httpguard import (
@@ -74,6 +75,18 @@ class Desktop:
         self.recording: Optional[subprocess.Popen] = None
         self.recording_path = os.path.join(tempfile.gettempdir(), f"guigym-recording-{os.getpid()}.mp4")
         self.children: list[subprocess.Popen] = []
+        #: (pid, start time) of each process started for a setup step: the sessions whose
+        #: processes are the task's app instances (:mod:`.launched`)
+        self.leaders: list[tuple[int, int]] = []
+
+    def started(self, p: subprocess.Popen) -> None:
+        """Keep ``p`` (started for a setup step, a session leader) and record its session."""
+        self.children.append(p)
+        self.children[:] = [c for c in self.children if c.poll() is None]
+        t = launched.start_time(p.pid)
+        if t is not None:
+            self.leaders.append((p.pid, t))
+            del self.leaders[:-256]  # (a leader's session outlives it: kept until then, at most 256)
 
     @property
     def screen(self) -> Screen:
@@ -378,8 +391,7 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
                            stderr=subprocess.DEVNULL, start_new_session=True, bounded=True)
         except (OSError, zone.ZoneUnavailable) as exc:
             raise HTTPError(500, str(exc)) from None
-        self.desk.children.append(p)
-        self.desk.children[:] = [c for c in self.desk.children if c.poll() is None]
+        self.desk.started(p)
         self.send_text("{} launched successfully".format(command if shell else " ".join(command)))
 
     def open_file(self) -> None:
@@ -403,7 +415,7 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
             raise HTTPError(404, f"Application/file not found: {path}")
         p = zone.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, start_new_session=True, bounded=True)
-        self.desk.children.append(p)
+        self.desk.started(p)
         if self.desk.windows.wait_for([c for c in candidates if c], timeout) is None:
             raise HTTPError(500, f"Failed to find window for {candidates} within {timeout:g} seconds.")
         self.send_text("File opened and window activated successfully")
@@ -631,6 +643,11 @@ class Handler(GuardedHandlerMixin, BaseHTTPRequestHandler):
                         "display": self.desk.display or os.environ.get("DISPLAY"),
                         "token_required": self.server.token is not None})
 
+    def guigym_launched(self) -> None:
+        """``{"processes": [[pid, start time], ...]}``: the live processes of the sessions the
+        setup steps started (pids as the agent zone numbers them; :mod:`.launched`)."""
+        self.send_json({"processes": [list(m) for m in launched.members(self.desk.leaders)]})
+
     def guigym_action(self) -> None:
         """POST ``{"name": "click", "args": {"x": 10, "y": 20}}``; 400 names the bad field."""
         data = self._json_body()
@@ -723,6 +740,7 @@ ROUTES: dict[str, tuple[frozenset, Callable[[Handler], None]]] = {
     "/guigym/version": (_G, Handler.guigym_version),
     "/guigym/action": (_P, Handler.guigym_action),
     "/guigym/observe": (_G, Handler.guigym_observe),
+    "/guigym/launched": (_G, Handler.guigym_launched),
     "/guigym/terminal": (_G, Handler.guigym_terminal),
 }
 

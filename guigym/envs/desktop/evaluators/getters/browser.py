@@ -39,7 +39,7 @@ from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _need
 from guigym.envs.desktop.evaluators.getters.general import (
     extension_settings, read_profile_json,
 )
-from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
+from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE, allowed_arg
 
 log = logging.getLogger(__name__)
 
@@ -53,24 +53,24 @@ DEFAULT_CHROMIUM_PORT = 9222
 #: to it with socat; without socat only 1337 answers, so it is tried after the configured port
 OSWORLD_LAUNCH_PORT = 1337
 
-# Runs inside the desktop: python3 -c SNIPPET PORTS REQUEST_JSON NAMES (PORTS comma-separated,
-# tried in order; NAMES the browser executables whose port is trusted, port_owner.py). Our own
+# Runs inside the desktop: python3 -c SNIPPET PORTS REQUEST_JSON NAMES ALLOWED (PORTS comma-separated,
+# tried in order; NAMES the browser executables whose port is trusted, ALLOWED JSON of the task's
+# own processes, port_owner.py). Our own
 # fixed code; the url and the expression are data in argv. Prints one JSON object: {"pages",
-# "target", "value"}, or {"error": "unreachable" | "impostor" | "unverifiable", "detail"}.
+# "target", "value" | "page_error"}, or {"error": "unreachable" | "impostor", "detail"} ("impostor"
+# also for a socket no process owns: unverifiable). "page_error": the page's own doing (its script
+# threw, its renderer did not answer in time, the tab or browser closed), never an infra loss.
 _CDP_SNIPPET = PORT_OWNER_CODE + r'''
 import base64, json, os, socket, struct, sys, urllib.error, urllib.request
 from urllib.parse import unquote, urlparse
 ports, req = [int(p) for p in sys.argv[1].split(",")], json.loads(sys.argv[2])
-names = tuple(sys.argv[3].split(","))
+names, allowed = tuple(sys.argv[3].split(",")), json.loads(sys.argv[4])
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 listed, errors, impostors = None, [], []
 for port in ports:
-    verdict, detail = port_owner_verdict(port, names)
-    if verdict == "unknown":
-        sys.stdout.write(json.dumps({"error": "unverifiable", "detail": detail}))
-        sys.exit(0)
-    if verdict != "ok":
-        (impostors if verdict == "impostor" else errors).append(detail)
+    verdict, detail = port_owner_verdict(port, names, allowed=allowed)
+    if verdict != "ok":  # "unknown" (no visible owner) is not trusted either
+        (impostors if verdict in ("impostor", "unknown") else errors).append(detail)
         continue
     try:
         listed = json.loads(opener.open("http://127.0.0.1:%d/json/list" % port, timeout=10).read().decode("utf-8"))
@@ -89,7 +89,9 @@ else:
     target = next((p for p in pages if norm(p.get("url")) == norm(req["url"])), None)
 out = {"pages": [{"id": p.get("id"), "url": p.get("url"), "title": p.get("title")} for p in pages],
        "target": None if target is None else {"id": target.get("id"), "url": target.get("url")}}
-if target is not None and req.get("expression"):
+class PageError(Exception):
+    """What the page or its tab did: an exception in the expression, a closed tab or browser."""
+def evaluate(target):
     ws = urlparse(target.get("webSocketDebuggerUrl") or "ws://127.0.0.1:%d/devtools/page/%s" % (port, target["id"]))
     sock = socket.create_connection((ws.hostname, ws.port or 80), timeout=float(req.get("timeout", 30)))
     sock.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -100,7 +102,7 @@ if target is not None and req.get("expression"):
         while len(buf[0]) < n:
             chunk = sock.recv(1 << 16)
             if not chunk:
-                raise SystemExit("the browser closed the DevTools connection")
+                raise PageError("the browser closed the DevTools connection")
             buf[0] += chunk
     def take(n):
         fill(n)
@@ -110,7 +112,7 @@ if target is not None and req.get("expression"):
         fill(len(buf[0]) + 1)
     head, buf[0] = buf[0].split(b"\r\n\r\n", 1)
     if b" 101" not in head.split(b"\r\n", 1)[0]:
-        raise SystemExit("DevTools refused the WebSocket: %r" % head[:200])
+        raise PageError("DevTools refused the WebSocket: %r" % head[:200])
     payload = json.dumps({"id": 1, "method": "Runtime.evaluate", "params": {
         "expression": req["expression"], "returnByValue": True, "awaitPromise": True}}).encode()
     n = len(payload)
@@ -132,7 +134,7 @@ if target is not None and req.get("expression"):
             if key:
                 data = bytes(b ^ key[i % 4] for i, b in enumerate(data))
             if b0 & 15 == 8:
-                raise SystemExit("the browser closed the DevTools connection")
+                raise PageError("the browser closed the DevTools connection")
             if b0 & 15 in (9, 10):
                 continue
             message += data
@@ -143,8 +145,13 @@ if target is not None and req.get("expression"):
             break
     result = reply.get("result", {})
     if "exceptionDetails" in result or "error" in reply:
-        raise SystemExit("Runtime.evaluate failed: %r" % (result.get("exceptionDetails") or reply.get("error")))
-    out["value"] = result.get("result", {}).get("value")
+        raise PageError("Runtime.evaluate failed: %r" % (result.get("exceptionDetails") or reply.get("error")))
+    return result.get("result", {}).get("value")
+if target is not None and req.get("expression"):
+    try:
+        out["value"] = evaluate(target)
+    except (PageError, OSError, ValueError) as e:  # (OSError: also a renderer that never answers)
+        out["page_error"] = "%s: %s" % (type(e).__name__, e)
 sys.stdout.write(json.dumps(out))
 '''
 
@@ -163,14 +170,19 @@ def cdp_evaluate(ctx: GetterContext, url: Optional[str], expression: Optional[st
     ``url``: the tab to use (None = the first page target); ``expression``: JavaScript whose
     (awaited) value is returned, or None to only list tabs. Returns ``{"pages": [{"id", "url",
     "title"}], "target": {"id", "url"} | None, "value": <JSON value>}`` (``value`` only when a
-    target was found and an expression given), or None when no browser listens on the ports or
-    what listens is not the browser's own binary (an agent's stand-in server: :mod:`.port_owner`).
-    Raises :class:`EnvInfraError` when the program cannot run, the DevTools exchange fails or the
-    port's owner cannot be seen.
+    target was found and an expression given; instead ``"page_error"`` when the expression
+    failed in the page: an exception, a renderer that did not answer within ``timeout``, a tab
+    or browser that closed, all the page's (so the agent's) doing, scored as a page without
+    the content asked for), or None when no browser listens on the ports or
+    what listens is not the browser's own binary (an agent's stand-in server: :mod:`.port_owner`)
+    or a socket no process can be seen to own (the agent can park a listening socket in a unix
+    socket's queue: unverifiable, so not read). Raises :class:`EnvInfraError` when the program
+    cannot run or the DevTools exchange fails.
     """
     request = {"url": url, "expression": expression, "timeout": timeout}
     ports = ",".join(str(p) for p in chromium_ports(ctx))
-    res = ctx.client.execute(["python3", "-c", _CDP_SNIPPET, ports, json.dumps(request), ",".join(CHROMIUM_NAMES)],
+    res = ctx.client.execute(["python3", "-c", _CDP_SNIPPET, ports, json.dumps(request), ",".join(CHROMIUM_NAMES),
+                              allowed_arg(ctx.client)],
                              shell=False, timeout=timeout + 30)
     ok = isinstance(res, Mapping) and res.get("status") in (None, "success") and res.get("returncode") in (None, 0)
     if not ok:
@@ -188,8 +200,8 @@ def cdp_evaluate(ctx: GetterContext, url: Optional[str], expression: Optional[st
     if answer.get("error") == "impostor":  # not the browser: read as no browser, never trusted
         log.warning("refusing a debugging endpoint that is not the browser's: %s", answer.get("detail"))
         return None
-    if answer.get("error") == "unverifiable":
-        raise EnvInfraError(f"cannot verify who serves the browser's debugging port: {answer.get('detail')}")
+    if answer.get("page_error"):
+        log.warning("the page did not answer the getter's expression: %s", str(answer["page_error"])[:300])
     return answer
 
 
@@ -411,8 +423,9 @@ def get_active_tab_html_parse(ctx: GetterContext, spec: Mapping[str, Any]) -> Op
                  [p.get("url") for p in (answer or {}).get("pages", [])])
         return {}
     answers = answer.get("value")
-    if not isinstance(answers, list) or len(answers) != len(queries):
-        raise EnvInfraError(f"active_tab_html_parse: the page answered {answers!r} to {len(queries)} queries")
+    if not isinstance(answers, list) or len(answers) != len(queries):  # the page's doing (its scripts)
+        log.warning("active_tab_html_parse: the page answered %.200r to %d queries", answers, len(queries))
+        return {}
     return _html_result(spec, answers)
 
 
@@ -447,8 +460,9 @@ def get_active_tab_info(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional
         log.info("active_tab_info: no open tab with url %r", url)
         return None
     value = answer.get("value")
-    if not isinstance(value, dict):
-        raise EnvInfraError(f"active_tab_info: the page answered {value!r}")
+    if not isinstance(value, dict):  # the page's doing (it redefined what the expression uses)
+        log.warning("active_tab_info: the page answered %.200r", value)
+        return None
     return {"title": str(value.get("title") or ""), "url": str(value.get("url") or ""),
             "content": str(value.get("content") or "")}
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from guigym.core.errors import EnvInfraError
-from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE
+from guigym.envs.desktop.evaluators.getters.port_owner import CHROMIUM_NAMES, PORT_OWNER_CODE, allowed_arg
 from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write
 from guigym.envs.desktop.evaluators.getters.general import (
     BROWSER_PROFILES, NOT_JSON, _desktop_home, extension_settings, read_profile_json,
@@ -277,18 +277,18 @@ def get_shortcuts_on_desktop(ctx: GetterContext, spec: Mapping[str, Any]) -> dic
 
 # --------------------------------------------------------------------------- pages
 
-# Runs inside the desktop: python3 -c SNIPPET PORTS ACTION ARG NAMES (NAMES: the browser executables
-# whose port is trusted, port_owner.py). ACTION "open": open ARG (a url)
+# Runs inside the desktop: python3 -c SNIPPET PORTS ACTION ARG NAMES ALLOWED (NAMES: the browser
+# executables whose port is trusted, ALLOWED: JSON of the task's own processes, port_owner.py). ACTION "open": open ARG (a url)
 # in a new tab, print the target JSON; "close": close the target id ARG. Prints {"error": ...}
 # when no port answers.
 _TAB_SNIPPET = PORT_OWNER_CODE + r'''
 import json, sys, urllib.error, urllib.parse, urllib.request
 ports, action, arg = [int(p) for p in sys.argv[1].split(",")], sys.argv[2], sys.argv[3]
-names = tuple(sys.argv[4].split(","))
+names, allowed = tuple(sys.argv[4].split(",")), json.loads(sys.argv[5])
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 errors = []
 for port in ports:
-    verdict, detail = port_owner_verdict(port, names)
+    verdict, detail = port_owner_verdict(port, names, allowed=allowed)
     if verdict != "ok":  # not the browser's own binary (port_owner.py): never talked to
         errors.append(detail)
         continue
@@ -333,7 +333,8 @@ def _tab_request(ctx: GetterContext, action: str, arg: str) -> Optional[dict[str
     from guigym.envs.desktop.evaluators.getters.browser import chromium_ports
 
     ports = ",".join(str(p) for p in chromium_ports(ctx))
-    res = ctx.client.execute(["python3", "-c", _TAB_SNIPPET, ports, action, arg, ",".join(CHROMIUM_NAMES)],
+    res = ctx.client.execute(["python3", "-c", _TAB_SNIPPET, ports, action, arg, ",".join(CHROMIUM_NAMES),
+                              allowed_arg(ctx.client)],
                              shell=False, timeout=40)
     if not isinstance(res, Mapping) or res.get("returncode") not in (None, 0):
         raise EnvInfraError(f"page_info: the tab helper failed in the desktop: {res!r}"[:500])

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from guigym.core.errors import EnvInfraError
 from guigym.envs.desktop.evaluators.base import GETTERS, GetterContext, _cache_target, _need, atomic_write
 from guigym.envs.desktop.evaluators.getters.general import _home_file_to_cache
-from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES
+from guigym.envs.desktop.evaluators.getters.port_owner import PORT_OWNER_CODE, VLC_NAMES, allowed_arg
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ VLC_HTTP_PORT = 8080
 VLC_HTTP_PASSWORD = "password"
 
 _VLC_STATUS = PORT_OWNER_CODE + r'''
-import base64, sys, urllib.error, urllib.request
+import base64, json, sys, urllib.error, urllib.request
 port, password = int(sys.argv[1]), sys.argv[2]
-verdict, detail = port_owner_verdict(port, tuple(sys.argv[3].split(",")))
+verdict, detail = port_owner_verdict(port, tuple(sys.argv[3].split(",")), allowed=json.loads(sys.argv[4]))
 if verdict != "ok":  # "none" | "impostor" | "unknown": an answer from it would not be VLC's
     sys.stdout.write("%s %s" % (verdict.upper(), detail))
     sys.exit(0)
@@ -53,17 +53,19 @@ sys.stdout.write("OK " + base64.b64encode(body).decode())
 def get_vlc_playing_info(ctx: GetterContext, spec: Mapping[str, Any]) -> Optional[str]:
     """VLC's ``/requests/status.xml`` saved to ``cache_dir/dest``; its path, or None when VLC's
     HTTP interface does not answer or refuses (as upstream, which logs the status code), or when
-    the port is held by anything but VLC's binary. EnvInfraError when the owner cannot be seen."""
+    the port is held by anything but VLC's binary, or by a socket no process can be seen to own
+    (``unknown``: an agent can park a listening socket in a unix socket's queue, so that no
+    process holds it; an answer that cannot be verified is not read, and the task scores as if
+    VLC were not running, never a lost episode: docs/security.md)."""
     dest = _need(spec, "dest")
-    res = ctx.client.execute(["python3", "-c", _VLC_STATUS, str(VLC_HTTP_PORT), VLC_HTTP_PASSWORD, ",".join(VLC_NAMES)],
+    res = ctx.client.execute(["python3", "-c", _VLC_STATUS, str(VLC_HTTP_PORT), VLC_HTTP_PASSWORD, ",".join(VLC_NAMES),
+                              allowed_arg(ctx.client)],
                              shell=False, timeout=40)
     out = str(res.get("output") or "") if isinstance(res, Mapping) else ""
     if not isinstance(res, Mapping) or res.get("returncode") not in (None, 0) or not out:
         raise EnvInfraError(f"asking VLC's HTTP interface in the desktop failed: {res!r}"[:500])
-    if out.startswith("UNKNOWN "):
-        raise EnvInfraError(f"cannot verify who serves VLC's HTTP port in the desktop: {out[8:300]}")
-    if out.startswith("IMPOSTOR "):  # an agent's stand-in server: never trusted
-        log.warning("vlc_playing_info: %s", out[9:300])
+    if out.startswith(("IMPOSTOR ", "UNKNOWN ")):  # an agent's stand-in, or unverifiable: never trusted
+        log.warning("vlc_playing_info: not read: %s", out[:300])
         return None
     if not out.startswith("OK "):
         log.info("vlc_playing_info: no status from VLC (%s)", out[:200])
