@@ -33,6 +33,17 @@ until an event names the node, and its child list while one ``GetChildren`` call
 children are the same (:mod:`.chrome`, ``NODE_CACHE``): ~2-3 calls a node instead of ~15; the
 XML equals a walk without the cache (tests/test_desktop_a11y_web.py).
 
+Whatever an application answers is untrusted (the agent can start one that embeds itself in the
+registry; tests/security/test_hostile_atspi_peer.py), so the walk is bounded in what it keeps as
+well as in time: every call checks the walk's deadline first (a walk ends at most one call
+timeout, plus one batch of :meth:`_Walk._prefetch`, after its time budget, however many calls a
+node needs and however slowly the app answers below the timeout), a string is cut at
+:data:`MAX_STRING_CHARS` (the root's ``truncated`` lists ``long-string``), a node reads at most
+:data:`MAX_ACTIONS` actions and :data:`MAX_ATTRIBUTES` attributes (``long-list``), and the whole XML stays
+within ``max_bytes`` characters (escapes counted; the walk stops with ``truncated="bytes"``).
+Replies of the batched peer-to-peer path that have not the shape AT-SPI defines are dropped
+(the node is then read through libatspi, which checks the types itself).
+
 A hung or overloaded application costs one libatspi timeout, not the whole time budget: once a
 call into an application times out, the rest of its subtree is skipped, its ``application`` node
 gets ``skipped="timeout"`` and the root's ``truncated`` lists ``app-timeout``. The application is
@@ -66,6 +77,17 @@ for _prefix, _uri in NS.items():
 
 DEFAULT_MAX_NODES = 5000
 DEFAULT_TIME_BUDGET_S = 5.0
+#: characters of XML a walk keeps at most (escapes counted): the env's A11Y_MAX_CHARS, so the env
+#: never has to cut the XML
+DEFAULT_MAX_BYTES = 4_000_000
+#: a name, attribute value, role or action string longer than this is cut (UI strings are short;
+#: the text of a node has MAX_TEXT_CHARS)
+MAX_STRING_CHARS = 10_000
+#: actions and object attributes read per node (real widgets have a handful)
+MAX_ACTIONS = 32
+MAX_ATTRIBUTES = 64
+#: characters counted per element besides its strings (tag, attribute names, quotes)
+_NODE_COST = 64
 MAX_DEPTH = 50      # OSWorld's MAX_DEPTH
 MAX_WIDTH = 1024    # OSWorld's MAX_WIDTH (children per node)
 MAX_TEXT_CHARS = 1_000_000
@@ -155,6 +177,38 @@ def _clean(s: Any) -> str:
     return _XML_BAD.sub("", s if isinstance(s, str) else str(s))
 
 
+def _xml_cost(s: str) -> int:
+    """Characters ``s`` takes in the XML: ``&``, ``<``, ``>``, quotes and white space controls are
+    escaped (``&quot;`` is 6 characters for 1)."""
+    return len(s) + 5 * sum(s.count(c) for c in '&<>"\n\r\t')
+
+
+def _states_reply(v: Any) -> Optional[tuple[int, int]]:
+    """AT-SPI's ``GetState`` reply (``au``: two 32-bit words), None for anything else."""
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(w, int) and 0 <= w < 1 << 32 for w in v):
+        return int(v[0]), int(v[1])
+    return None
+
+
+def _extents_reply(v: Any) -> Optional[tuple[int, int, int, int]]:
+    """``GetExtents`` reply (``(iiii)``: x, y, width, height), None for anything else."""
+    if isinstance(v, (list, tuple)) and len(v) == 4 and all(isinstance(n, int) and abs(n) < 1 << 31 for n in v):
+        return tuple(int(n) for n in v)  # type: ignore[return-value]
+    return None
+
+
+def _children_reply(v: Any) -> Optional[list[tuple[str, str]]]:
+    """``GetChildren`` reply (``a(so)``: bus name, object path), None for anything else."""
+    if not isinstance(v, (list, tuple)):
+        return None
+    out = []
+    for ch in v:
+        if not (isinstance(ch, (list, tuple)) and len(ch) == 2 and all(isinstance(x, str) for x in ch)):
+            return None
+        out.append((str(ch[0]), str(ch[1])))
+    return out
+
+
 def _tag(role: str) -> str:
     tag = _NAME_BAD.sub("-", (role or "").strip().replace(" ", "-")) or "unknown"
     return tag if tag[0].isalpha() else "tag" + tag
@@ -168,6 +222,8 @@ _drain_thread: Optional[threading.Thread] = None
 _SOCKET_DIR = re.compile(r"at-spi2-[A-Za-z0-9]+")
 
 
+#: seconds one :func:`_ask_new_apps` spends asking at most (an app that never answers costs 0.3 s)
+ASK_BUDGET_S = 0.5
 #: a11y bus names already asked for their socket; the GDBus connection that asks (or False)
 _asked: set[str] = set()
 _gdbus: Any = None
@@ -194,9 +250,12 @@ def _ask_new_apps() -> None:
     except Exception:  # no bus address, no GLib: libatspi still routes calls through the bus
         return
     _asked.intersection_update(name for name, _path in apps)  # forget apps that quit
+    t0 = time.monotonic()
     for name, _path in apps:
         if name in _asked:
             continue
+        if time.monotonic() - t0 > ASK_BUDGET_S:  # many silent apps: the rest are asked next time
+            break
         _asked.add(name)  # once, answered or not (a hung app must not cost every walk)
         try:
             _gdbus.call_sync(name, "/org/a11y/atspi/accessible/root", "org.a11y.atspi.Application",
@@ -324,8 +383,14 @@ def _pump() -> None:
 
 
 class _Walk:
-    def __init__(self, max_nodes: int, deadline: float, screen: Optional[Callable[[], Any]] = None) -> None:
+    def __init__(self, max_nodes: int, deadline: float, screen: Optional[Callable[[], Any]] = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_nodes = max_nodes
+        #: characters of XML kept so far (see :func:`_xml_cost`) and the cap
+        self.bytes = 0
+        self.max_bytes = max_bytes
+        #: set once a call found the deadline passed: the walk ends (the app is not marked slow)
+        self.expired = False
         #: the caller's screenshot of this moment (see :func:`tree`), else the walk grabs its own
         self.screen = screen
         self.deadline = deadline
@@ -354,6 +419,14 @@ class _Walk:
     def truncated(self) -> Optional[str]:
         return ",".join(self.reasons) or None
 
+    def cut(self, v: Any) -> str:
+        """``v`` as XML-safe text of at most MAX_STRING_CHARS characters (noting ``long-string``)."""
+        v = v if isinstance(v, str) else str(v)
+        if len(v) > MAX_STRING_CHARS:
+            v = v[:MAX_STRING_CHARS]
+            self.reason("long-string")
+        return _clean(v)
+
     def reason(self, why: str) -> None:
         if why not in self.reasons:
             self.reasons.append(why)
@@ -363,6 +436,9 @@ class _Walk:
     def _stop(self) -> bool:
         if self.count >= self.max_nodes:
             self.reason("nodes")
+            return True
+        if self.bytes >= self.max_bytes:
+            self.reason("bytes")
             return True
         if time.monotonic() > self.deadline:
             self.reason("time")
@@ -375,6 +451,10 @@ class _Walk:
         if self.app_dead:
             raise _AppTimedOut
         t = time.monotonic()
+        if t > self.deadline:  # a node may need many calls: the budget is checked before each
+            self.reason("time")
+            self.expired = self.app_dead = True
+            raise _AppTimedOut
         try:
             out = fn(*args)
         except Exception as exc:
@@ -416,7 +496,7 @@ class _Walk:
             else:
                 self._name(acc, attrib)
                 try:
-                    role = self.call(acc.get_role_name) or "unknown"
+                    role = (self.call(acc.get_role_name) or "unknown")[:64]
                 except _AppTimedOut:
                     raise
                 except Exception:
@@ -464,6 +544,12 @@ class _Walk:
         el = ET.Element(_tag(role), attrib)
         if text:
             el.text = _clean(text)
+        cost = _element_cost(el)
+        if self.bytes + cost > self.max_bytes:  # kept as a bare element: the walk stops here
+            self.reason("bytes")
+            self.bytes = self.max_bytes
+            return ET.Element(el.tag, {"truncated": "bytes"})
+        self.bytes += cost
         if self.app_dead:
             return el
         if fresh:
@@ -512,14 +598,17 @@ class _Walk:
         try:
             import dbus  # noqa: PLC0415
 
-            roots = self.call(conn.call_blocking, None, app.path, "org.a11y.atspi.Accessible", "GetChildren",
-                              "", [], CALL_TIMEOUT_MS / 1000)
+            roots = _children_reply(self.call(conn.call_blocking, None, app.path, "org.a11y.atspi.Accessible",
+                                              "GetChildren", "", [], CALL_TIMEOUT_MS / 1000))
         except _AppTimedOut:
             return {}
         except Exception:
             return {}
+        if roots is None:  # not a(so): read the app through libatspi instead
+            self.reason("malformed")
+            return {}
         todo: list[tuple[str, str, str, str, list[Any]]] = []
-        frontier, seen = [(str(b), str(p)) for b, p in roots], set()
+        frontier, seen = roots[:self.max_nodes], set()
         while frontier and len(seen) < self.max_nodes:
             nxt = []
             for key in frontier:
@@ -537,14 +626,21 @@ class _Walk:
             frontier = nxt
         out: dict[str, dict[str, Any]] = {}
         names = {"GetState": "states", "GetExtents": "extents", "GetChildren": "children"}
-        timed_out = []
+        # the app's replies are checked against AT-SPI's types; a reply of another shape is
+        # dropped, and the walk reads that value through libatspi instead
+        checks = {"states": _states_reply, "extents": _extents_reply, "children": _children_reply}
+        timed_out: list[str] = []
+        malformed: list[str] = []
 
         def reply(path: str, what: str) -> Callable[[Any], None]:
             def done(msg: Any) -> None:
                 if isinstance(msg, dbus.lowlevel.MethodReturnMessage):
                     args = msg.get_args_list()
-                    if args:
-                        out.setdefault(path, {})[what] = args[0]
+                    good = checks[what](args[0]) if len(args) == 1 else None
+                    if good is not None:
+                        out.setdefault(path, {})[what] = good
+                    else:
+                        malformed.append(path)
                 elif isinstance(msg, dbus.lowlevel.ErrorMessage) and "NoReply" in (msg.get_error_name() or ""):
                     timed_out.append(path)
             return done
@@ -564,6 +660,8 @@ class _Walk:
         if timed_out:  # (not the batch's time: a big page under load may take long, and answers)
             self.app_dead = True  # hung: the app is skipped as when one call times out
             return {}
+        if malformed:
+            self.reason("malformed")
         self.prefetched += len(out)
         return out
 
@@ -578,11 +676,13 @@ class _Walk:
         paths = self.pre.get(acc.path, {}).pop("children", None)
         if paths is None:
             try:
-                paths = self.call(conn.call_blocking, None, acc.path, "org.a11y.atspi.Accessible", "GetChildren",
-                                  "", [], CALL_TIMEOUT_MS / 1000)
+                paths = _children_reply(self.call(conn.call_blocking, None, acc.path, "org.a11y.atspi.Accessible",
+                                                  "GetChildren", "", [], CALL_TIMEOUT_MS / 1000))
             except _AppTimedOut:
                 raise
             except Exception:
+                return None
+            if paths is None:
                 return None
         have = [getattr(c, "path", None) for c in props.children]
         return props.children if [str(p) for _, p in paths] == have else None
@@ -611,9 +711,12 @@ class _Walk:
         that subtree changed since (:mod:`.chrome`), else walked and stored."""
         k = chrome.key_of(acc)
         hit = _chrome.get(k, el, n_children)
-        if hit is not None and self.count + hit.nodes <= self.max_nodes:
-            el.extend(_chrome.children(hit))
+        kept = _chrome.children(hit) if hit is not None and self.count + hit.nodes <= self.max_nodes else None
+        cost = sum(_element_cost(e) for kid in kept for e in kid.iter()) if kept is not None else 0
+        if hit is not None and kept is not None and self.bytes + cost <= self.max_bytes:
+            el.extend(kept)
             self.count += hit.nodes
+            self.bytes += cost
             for why in hit.reasons:
                 self.reason(why)
             return el
@@ -626,7 +729,7 @@ class _Walk:
             keys, reasons = self.collect
             self.collect = None
         # a subtree cut short by a cap or a hung app is not kept
-        if not self.app_dead and not {"nodes", "time"} & set(reasons):
+        if not self.app_dead and not {"nodes", "time", "bytes"} & set(reasons):
             _chrome.put(k, el, n_children, keys, self.count - before, reasons, head)
         return el
 
@@ -728,7 +831,7 @@ class _Walk:
         if min(r0, c0, r1, c1) < 0 or r1 < r0 or c1 < c0:
             return False
         if all(names):
-            el.set("visible-range", _clean("%s:%s" % tuple(names)))
+            el.set("visible-range", self.cut("%s:%s" % tuple(names)))
         inked = None if EXHAUSTIVE else self._inked(acc, r0, c0, r1, c1)
         if inked is None:
             picked = [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
@@ -819,7 +922,7 @@ class _Walk:
     def _name(self, acc: Any, attrib: dict[str, str]) -> None:
         attrib["name"] = ""
         try:
-            attrib["name"] = _clean(self.call(acc.get_name) or "")
+            attrib["name"] = self.cut(self.call(acc.get_name) or "")
         except _AppTimedOut:
             raise
         except Exception:
@@ -827,9 +930,13 @@ class _Walk:
 
     def _attributes(self, acc: Any, attrib: dict[str, str]) -> None:
         try:
-            for k, v in (self.call(acc.get_attributes) or {}).items():
+            got = self.call(acc.get_attributes) or {}
+            for i, (k, v) in enumerate(got.items()):
+                if i >= MAX_ATTRIBUTES:
+                    self.reason("long-list")
+                    break
                 if k:
-                    attrib[_ATTR + _NAME_BAD.sub("-", k)] = _clean(v)
+                    attrib[_ATTR + _NAME_BAD.sub("-", str(k)[:64])] = self.cut(v)
         except _AppTimedOut:
             raise
         except Exception:
@@ -878,7 +985,8 @@ class _Walk:
             n = min(self.call(acc.get_character_count), MAX_TEXT_CHARS)
             if n <= 0:
                 return ""
-            return self.call(acc.get_text, 0, n).replace("\ufffc", "").replace("\ufffd", "")
+            # (an app may answer with more than it was asked for)
+            return self.call(acc.get_text, 0, n)[:n].replace("\ufffc", "").replace("\ufffd", "")
         except _AppTimedOut:
             raise
         except Exception:
@@ -891,7 +999,7 @@ class _Walk:
         for key, getter in (("value", acc.get_current_value), ("min", acc.get_minimum_value),
                             ("max", acc.get_maximum_value), ("step", acc.get_minimum_increment)):
             try:
-                attrib[_VAL + key] = str(self.call(getter))
+                attrib[_VAL + key] = self.cut(self.call(getter))
             except _AppTimedOut:
                 raise
             except Exception:
@@ -906,16 +1014,24 @@ class _Walk:
             raise
         except Exception:
             return
-        for i in range(n):
+        if n > MAX_ACTIONS:
+            self.reason("long-list")
+        for i in range(min(n, MAX_ACTIONS)):
             try:
-                an = _NAME_BAD.sub("-", (self.call(acc.get_action_name, i) or "").replace(" ", "-"))
+                an = _NAME_BAD.sub("-", (self.call(acc.get_action_name, i) or "")[:64].replace(" ", "-"))
                 if an:
-                    attrib[_ACT + an + "_desc"] = _clean(self.call(acc.get_action_description, i) or "")
-                    attrib[_ACT + an + "_kb"] = _clean(self.call(acc.get_key_binding, i) or "")
+                    attrib[_ACT + an + "_desc"] = self.cut(self.call(acc.get_action_description, i) or "")
+                    attrib[_ACT + an + "_kb"] = self.cut(self.call(acc.get_key_binding, i) or "")
             except _AppTimedOut:
                 raise
             except Exception:
                 pass
+
+
+def _element_cost(el: ET.Element) -> int:
+    """Characters ``el`` alone (not its children) takes in the XML, about (see :func:`_xml_cost`)."""
+    return (_NODE_COST + sum(len(k) + _xml_cost(v) for k, v in el.attrib.items())
+            + (_xml_cost(el.text) if el.text else 0))
 
 
 def _app_pid(app: Any) -> int:
@@ -928,20 +1044,23 @@ def _app_pid(app: Any) -> int:
 
 
 def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_BUDGET_S,
-         screen: Optional[Callable[[], Any]] = None) -> tuple[ET.Element, dict[str, Any]]:
+         screen: Optional[Callable[[], Any]] = None,
+         max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[ET.Element, dict[str, Any]]:
     """Walk every application on the AT-SPI desktop.
 
     ``screen``: returns a PIL RGB image of the whole screen taken after the walk began, without
     the pointer (or None: the walk then grabs its own); the ink test of big tables reads it, so
-    that an observation grabs the screen once (the server's ``/guigym/observe``).
+    that an observation grabs the screen once (the server's ``/guigym/observe``). ``max_bytes``:
+    characters of XML kept at most (``truncated="bytes"`` past it).
 
     Returns ``(root element, stats)`` with stats ``{"nodes": int, "truncated": str|None,
     "ms": float, "skipped_apps": [name, ...], "prefetched": int}`` (prefetched: nodes of
     Chromium windows read in a batch, see ``_Walk._prefetch``). Raises :class:`A11yUnavailable` when AT-SPI
     cannot be reached.
     """
-    if max_nodes < 1 or time_budget <= 0:
-        raise ValueError(f"max_nodes must be >= 1 and time_budget > 0, got {max_nodes}, {time_budget}")
+    if max_nodes < 1 or time_budget <= 0 or max_bytes < 1:
+        raise ValueError(f"max_nodes and max_bytes must be >= 1 and time_budget > 0, "
+                         f"got {max_nodes}, {max_bytes}, {time_budget}")
     t0 = time.monotonic()
     skipped: list[str] = []
     with _lock:
@@ -956,7 +1075,7 @@ def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_B
             apps = [desktop.getChildAtIndex(i) for i in range(desktop.childCount)]
         except Exception as exc:
             raise A11yUnavailable(f"AT-SPI registry unreachable: {exc}") from exc
-        walk = _Walk(max_nodes, t0 + time_budget, screen)
+        walk = _Walk(max_nodes, t0 + time_budget, screen, max_bytes)
         root = ET.Element("desktop-frame")
         now = time.monotonic()
         for pid, when in list(_slow_apps.items()):
@@ -980,11 +1099,13 @@ def tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_B
             walk.app_dead = False
             try:
                 el = walk.node(app, 1)
-            except Exception:  # an app that quits mid-walk: skip it, keep the rest
+            except Exception:  # an app that quits mid-walk (or answers nonsense): skip it, say so
+                root.append(ET.Element("application", {"name": _app_names.get(pid, ""), "skipped": "error"}))
+                walk.reason("app-error")
                 continue
             if el.get("name"):
                 _app_names[pid] = el.get("name", "")
-            if walk.app_dead:
+            if walk.app_dead and not walk.expired:  # (expired: the budget ran out, not the app)
                 el.tag = "application"  # its role may be what timed out
                 el.set("skipped", "timeout")
                 if not el.get("name"):
@@ -1016,9 +1137,10 @@ def to_xml(root: ET.Element) -> str:
 
 
 def accessibility_tree(max_nodes: int = DEFAULT_MAX_NODES, time_budget: float = DEFAULT_TIME_BUDGET_S,
-                       screen: Optional[Callable[[], Any]] = None) -> tuple[str, dict[str, Any]]:
+                       screen: Optional[Callable[[], Any]] = None,
+                       max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str, dict[str, Any]]:
     """(OSWorld XML string, stats); see :func:`tree`."""
-    root, stats = tree(max_nodes, time_budget, screen)
+    root, stats = tree(max_nodes, time_budget, screen, max_bytes)
     return to_xml(root), stats
 
 
