@@ -234,13 +234,15 @@ def test_exit_code_separates_mismatch_from_infrastructure():
 # --------------------------------------------------------------------------- on the local desktop
 
 
-# 55 tasks, two episodes each, one desktop: 9-13 min on 2 cores (2026-11-27; Impress, GIMP and
-# the other office tasks take 15-36 s each), past the suite's default 600 s per test
+# 55 tasks, two episodes each: 9-13 min on one desktop on 2 cores (2026-11-27; Impress, GIMP and
+# the other office tasks take 15-36 s each), past the suite's default 600 s per test. Two desktops
+# (--workers 2) overlap one's app start-up and settle waits with the other's work: 10 of its tasks
+# (one per app) took 78 s on two desktops against 136 s on one (2026-11-28 17:17 UTC, load ~1.7).
 @pytest.mark.timeout(2700)
 def test_tasks_check_embedded_suite_noop_0_reference_1(capsys):
     """The CI gate of issue 3: every embedded task scores 0 with a no-op and 1 with its solution."""
     need_desktop()
-    code = check.main(["--suite", "embedded"])
+    code = check.main(["--suite", "embedded", "--workers", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
     ids = {t.id for t in embedded_tasks()}

@@ -86,7 +86,7 @@ def test_element_click_masks_and_clicks_the_nth_element():
         env.close()
 
 
-def test_ppo_and_maskable_ppo_run_1000_steps_on_real_pages(tmp_path, monkeypatch):
+def test_ppo_and_maskable_ppo_run_two_rollouts_on_real_pages(tmp_path, monkeypatch):
     # SB3's learn() makes a logger folder in $SB3_LOGDIR, else a new /tmp/SB3-<date> per call
     monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))
     from stable_baselines3.common.monitor import Monitor  # records the episode returns SB3 reports
@@ -98,10 +98,12 @@ def test_ppo_and_maskable_ppo_run_1000_steps_on_real_pages(tmp_path, monkeypatch
 
     venv = DummyVecEnv([make])
     try:
-        model = sb3.PPO("CnnPolicy", venv, n_steps=250, batch_size=50, n_epochs=1, seed=0, device="cpu",
+        # two collect/update cycles (the second rollout starts after an update): each step is a
+        # real page, so more cycles only cost CI time
+        model = sb3.PPO("CnnPolicy", venv, n_steps=125, batch_size=25, n_epochs=1, seed=0, device="cpu",
                         policy_kwargs={"normalize_images": True, "features_extractor_kwargs": {"features_dim": 32}})
-        model.learn(total_timesteps=1000)
-        assert model.num_timesteps == 1000
+        model.learn(total_timesteps=250)
+        assert model.num_timesteps == 250 and model._n_updates == 2
         rewards = [ep["r"] for ep in model.ep_info_buffer]
         assert len(rewards) == 100  # one-step episodes: SB3's buffer keeps the last 100
         assert set(rewards) <= {0.0, 1.0} and 0 < sum(rewards) < len(rewards)  # some hits, some misses
