@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import signal
 import statistics
 import threading
@@ -31,6 +30,7 @@ import pytest
 
 import guigym  # noqa: F401 - registers the envs
 from guigym.core import actions as A
+from terminal_helpers import type_command, wait_marker
 
 from desktop_needs import need_desktop
 
@@ -128,23 +128,6 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=10)
         assert not self.tripped, f"the safety net fired: the bound did not hold ({self.tripped})"
-
-
-def type_command(env, command: str) -> str:
-    """Type ``command`` + a marker echo into the terminal, press Enter; returns the marker."""
-    marker = f"END-{secrets.token_hex(4)}"
-    env.step(A.Type(text=f"{command}; echo {marker[:4]}''{marker[4:]}"))
-    env.step(A.Press(key="enter"))
-    return marker
-
-
-def wait_marker(env, marker: str, timeout: float = 90.0) -> str:
-    deadline = time.monotonic() + timeout
-    obs, *_ = env.step(A.Wait(seconds=0.2))
-    while marker not in obs["terminal"]:
-        assert time.monotonic() < deadline, f"no {marker} in {timeout} s: {obs['terminal'][-600:]}"
-        obs, *_ = env.step(A.Wait(seconds=0.3))
-    return obs["terminal"]
 
 
 def step_times(env, n: int) -> list[float]:

@@ -11,7 +11,6 @@ with calls that never count as timeouts, and the walk's XML grew with every 2 Mi
 """
 from __future__ import annotations
 
-import secrets
 import shutil
 import statistics
 import time
@@ -23,6 +22,7 @@ import pytest
 
 import guigym  # noqa: F401 - registers the envs
 from guigym.core import actions as A
+from terminal_helpers import type_command, wait_marker
 from guigym.envs.desktop.server import a11y
 
 from desktop_needs import need_desktop
@@ -41,21 +41,6 @@ def env():
         yield e
     finally:
         e.close()
-
-
-def type_command(env, command: str) -> str:
-    marker = f"END-{secrets.token_hex(4)}"
-    env.step(A.Type(text=f"{command}; echo {marker[:4]}''{marker[4:]}"))
-    env.step(A.Press(key="enter"))
-    return marker
-
-
-def wait_marker(env, marker: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    obs, *_ = env.step(A.Wait(seconds=0.2))
-    while marker not in obs["terminal"]:
-        assert time.monotonic() < deadline, f"no {marker} in {timeout} s: {obs['terminal'][-600:]}"
-        obs, *_ = env.step(A.Wait(seconds=0.3))
 
 
 def timed_step(env):
