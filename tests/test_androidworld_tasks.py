@@ -21,33 +21,14 @@ from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.envs.android.androidworld import TASKS, load_task_metadata, metadata_table
 from guigym.envs.android.androidworld import validators as V
 from guigym.envs.android.androidworld.data import EXPENSE_CATEGORIES as D_CATEGORIES
-from guigym.envs.android.androidworld.calendar import EVENTS_SCHEMA
-from guigym.envs.android.androidworld.sqlite_apps import EXPENSE_SCHEMA, RECIPE_SCHEMA, Expense
-from guigym.envs.android.androidworld.tasks_app import DB_PATH as TASKS_DB, TASKS_SCHEMA
+from guigym.envs.android.androidworld.sqlite_apps import Expense
+from guigym.envs.android.androidworld.tasks_app import DB_PATH as TASKS_DB
 from guigym.envs.android.device import AndroidDevice
+from guigym.envs.android.standin_apps import _db_bytes, app_databases
 
-SMS_SCHEMA = ("CREATE TABLE sms (_id INTEGER PRIMARY KEY AUTOINCREMENT, thread_id INTEGER, address TEXT, "
-              "date INTEGER, body TEXT, type INTEGER, read INTEGER DEFAULT 0);"
-              "CREATE TABLE threads (_id INTEGER PRIMARY KEY AUTOINCREMENT, recipient_ids TEXT)")
-APP_DBS = {  # what installing each app would leave on the device: path -> schema
-    "/data/data/com.arduia.expense/databases/accounting.db": EXPENSE_SCHEMA,
-    "/data/data/com.flauschcode.broccoli/databases/broccoli": RECIPE_SCHEMA,
-    "/data/data/com.simplemobiletools.calendar.pro/databases/events.db": EVENTS_SCHEMA,
-    TASKS_DB: TASKS_SCHEMA,
-    V.SMS_DB: SMS_SCHEMA,
-}
+APP_DBS = app_databases()  # what installing each app would leave on the device: path -> schema
 NOW_S = 1697371200  # 2023-10-15 12:00 UTC
 NOW = dt.datetime(2023, 10, 15, 15, 34, tzinfo=dt.timezone.utc)  # AndroidWorld's device clock for its questions
-
-
-def _db_bytes(schema: str) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "x.db")
-        con = sqlite3.connect(path)
-        con.executescript(schema)
-        con.commit()
-        con.close()
-        return Path(path).read_bytes()
 
 
 class FakeDevice:
