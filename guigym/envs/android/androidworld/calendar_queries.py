@@ -73,21 +73,27 @@ class _CalendarQuery(_Calendar, _RowQuery):
         return random_noise_event(rng)
 
 
-@register
-class SimpleCalendarEventsOnDate(_CalendarQuery):
-    schema = ("date", "time", "duration", "title")
-    template = ("What events do I have {date} in Simple Calendar Pro? Answer with the titles only. If there are "
-                "multiple titles, format your answer as a comma separated list.")
-    titles: ClassVar[tuple[str, ...]] = ("Data Dive", "Bug Bash", "Dan's Birthday Party", "Trivia Night") + Q_TITLES[2:]
+class _OneEventQuery(_CalendarQuery):
+    """A question about one target event: drawn on a date at one of ``times``, lasting a drawn duration."""
+
+    times: ClassVar[tuple[str, ...]] = TIMES
 
     @classmethod
     def _values(cls, rng: random.Random) -> dict[str, Any]:
-        return {"date": rng.choice(DATES), "time": rng.choice(TIMES), "duration": rng.choice(DURATIONS),
+        return {"date": rng.choice(DATES), "time": rng.choice(cls.times), "duration": rng.choice(DURATIONS),
                 "title": rng.choice(cls.titles)}
 
     @classmethod
     def _targets(cls, p: dict[str, Any]) -> list[CalendarEvent]:
         return [make_event(A.at(p["date"], p["time"]), A.parse_duration_s(p["duration"]), p["title"])]
+
+
+@register
+class SimpleCalendarEventsOnDate(_OneEventQuery):
+    schema = ("date", "time", "duration", "title")
+    template = ("What events do I have {date} in Simple Calendar Pro? Answer with the titles only. If there are "
+                "multiple titles, format your answer as a comma separated list.")
+    titles: ClassVar[tuple[str, ...]] = ("Data Dive", "Bug Bash", "Dan's Birthday Party", "Trivia Night") + Q_TITLES[2:]
 
     @classmethod
     def _excluded(cls, ev: CalendarEvent, p: dict[str, Any]) -> bool:
@@ -217,7 +223,7 @@ class SimpleCalendarEventsInNextWeek(_CalendarQuery):
 
 
 @register
-class SimpleCalendarFirstEventAfterStartTime(_CalendarQuery):
+class SimpleCalendarFirstEventAfterStartTime(_OneEventQuery):
     """An event on the date at the time; no other event on that date runs at or after it."""
 
     schema = ("time", "date", "title")
@@ -228,15 +234,6 @@ class SimpleCalendarFirstEventAfterStartTime(_CalendarQuery):
     times: ClassVar[tuple[str, ...]] = ("18:05", "11:00am", "1:30pm", "9:45am", "10:00am", "3:15pm", "12pm", "6:30am",
                                         "8:00pm", "5:20pm", "7:45am", "4pm", "10:30am", "16:15", "9:15pm", "11:30am",
                                         "20:00")
-
-    @classmethod
-    def _values(cls, rng: random.Random) -> dict[str, Any]:
-        return {"date": rng.choice(DATES), "time": rng.choice(cls.times), "duration": rng.choice(DURATIONS),
-                "title": rng.choice(cls.titles)}
-
-    @classmethod
-    def _targets(cls, p: dict[str, Any]) -> list[CalendarEvent]:
-        return [make_event(A.at(p["date"], p["time"]), A.parse_duration_s(p["duration"]), p["title"])]
 
     @classmethod
     def _excluded(cls, ev: CalendarEvent, p: dict[str, Any]) -> bool:
