@@ -1,6 +1,7 @@
 """How much data does the tiny policy need to learn the learning-proof tasks? (issue 11, item 5)
 
     python3 bench/learnability_probe.py [--steps 1500] [--hidden 64 --layers 2] [--mode sl|grpo]
+                                        [--questions-per-page K]
 
 The learning proof (``recipes/grpo_miniwob_instruct.yaml``) asks a freshly built tiny Qwen2.5-VL
 to pick, from the a11y lines of a page, the element the instruction names. This probe measures
@@ -14,6 +15,11 @@ them (one click on a candidate element id):
 * ``--mode sl``: the upper bound. Supervised cross-entropy on the correct ids (-log of the
   probability mass on the correct candidates), one fresh page per example: every example carries
   the full label, where a GRPO group of G=8 carries about one bit.
+* ``--mode sl --questions-per-page K``: the same, with up to K of the page's distinct questions
+  packed into one sequence as successive chat turns (the page and the first question in the first
+  user turn, each later question in a user turn of its own after the previous answer), the
+  cross-entropy taken at every answer's id token. One forward pass then carries K labels on one
+  page instead of one; held-out evaluation stays single-question, as the recipe prompts.
 * ``--mode grpo``: GRPO as the trainer runs it for one-step episodes (G samples per page from the
   constrained distribution, group-normalised advantages, on-policy policy gradient).
 
@@ -34,8 +40,9 @@ import torch.nn.functional as F
 
 #: (compact a11y lines, instruction, candidate ids, correct ids, the page's label-blind ceiling: the
 #: best success of one instruction-blind click under the generator's own instruction distribution,
-#: as ``guigym.agents.oracle.miniwob.label_blind_best`` computes it for real pages)
-Page = tuple[str, str, list[str], set[str], float]
+#: as ``guigym.agents.oracle.miniwob.label_blind_best`` computes it for real pages, and every
+#: distinct instruction the generator could have drawn for this page with its correct ids)
+Page = tuple[str, str, list[str], set[str], float, list[tuple[str, set[str]]]]
 WIDGETS = ["button", "checkbox", "radio", "text", "textarea"]
 TEMPLATE = "Elements on screen:\n{a11y}\nTask: {instruction}"
 REPLY_PREFIX = 'click(element="'
@@ -85,8 +92,9 @@ def _button_task_page(rng: random.Random, labels: list[str], lorem: list[str]) -
     target = rng.choice(buttons)[1]
     labels_here = [lab for _, lab in buttons]
     blind = max(labels_here.count(x) for x in labels_here) / len(labels_here)
+    variants = [(f'Click on the "{lab}" button.', {i for i, x in buttons if x == lab}) for lab in dict.fromkeys(labels_here)]
     return ("\n".join(lines), f'Click on the "{target}" button.', cands, {i for i, lab in buttons if lab == target},
-            blind)
+            blind, variants)
 
 
 def click_widget_page(rng: random.Random, labels: list[str], lorem: list[str]) -> Page:
@@ -109,8 +117,9 @@ def click_widget_page(rng: random.Random, labels: list[str], lorem: list[str]) -
     # the page rewards only the asked data-type: a "text" input does not answer "textarea", though
     # the prompt shows both as a textbox, so the best reachable success is below 1
     kinds = [k for _, k in present]
+    variants = [(f'Click on a "{kind}" widget.', {i for i, k in present if k == kind}) for kind in dict.fromkeys(kinds)]
     return ("\n".join(lines), f'Click on a "{target}" widget.', [i for i, _ in present],
-            {i for i, k in present if k == target}, max(kinds.count(k) for k in kinds) / len(kinds))
+            {i for i, k in present if k == target}, max(kinds.count(k) for k in kinds) / len(kinds), variants)
 
 
 TASKS = {"click-button": _button_task_page, "unicode-test": _button_task_page, "click-widget": click_widget_page}
@@ -121,6 +130,8 @@ def main() -> None:
     ap.add_argument("--mode", choices=["sl", "grpo"], default="sl")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--batch", type=int, default=32, help="pages per step (grpo: groups per step)")
+    ap.add_argument("--questions-per-page", type=int, default=1,
+                    help="sl: pack up to K of a page's distinct questions into one sequence as chat turns")
     ap.add_argument("--group", type=int, default=8, help="grpo: G samples per page")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--hidden", type=int, default=64)
@@ -135,6 +146,8 @@ def main() -> None:
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         ap.error(f"--tasks: unknown {unknown}; known: {sorted(TASKS)}")
+    if args.questions_per_page < 1 or (args.questions_per_page > 1 and args.mode != "sl"):
+        ap.error("--questions-per-page: a positive count, above 1 only with --mode sl")
 
     from transformers import Qwen2_5_VLForConditionalGeneration
     from guigym.models import tiny
@@ -152,13 +165,54 @@ def main() -> None:
 
     def encode(task: str, rng: random.Random) -> tuple[str, list[int], list[int], list[bool]]:
         page = TASKS[task](rng, *words[task])
-        a11y, instruction, cands, correct, blind = page
+        a11y, instruction, cands, correct, blind, _ = page
         ids = tok.apply_chat_template([{"role": "user", "content": TEMPLATE.format(a11y=a11y, instruction=instruction)}],
                                       add_generation_prompt=True, tokenize=True)
         ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids) + tok(REPLY_PREFIX)["input_ids"]
         cand_tokens = [tok(c)["input_ids"] for c in cands]
         assert all(len(t) == 1 for t in cand_tokens), "ids must be one token each"
         return task, ids, [t[0] for t in cand_tokens], [c in correct for c in cands], blind
+
+    def encode_packed(task: str, rng: random.Random) -> tuple[list[int], list[tuple[int, list[int], list[bool]]]]:
+        """One fresh page with up to ``--questions-per-page`` of its distinct questions as chat turns.
+
+        Returns (token ids of the whole conversation, [(position of an answer's id token, candidate
+        id tokens, correct mask)] per question). Each answer clicks one correct id at random."""
+        a11y, _, cands, _, _, variants = TASKS[task](rng, *words[task])
+        rng.shuffle(variants)
+        cand_tokens = [tok(c)["input_ids"][0] for c in cands]
+        messages: list[dict[str, str]] = []
+        ids: list[int] = []
+        answers = []
+        for k, (question, ok) in enumerate(variants[:args.questions_per_page]):
+            messages.append({"role": "user", "content": TEMPLATE.format(a11y=a11y, instruction=question) if k == 0
+                             else f"Task: {question}"})
+            asked = tok(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + REPLY_PREFIX)
+            asked = list(asked["input_ids"])
+            assert asked[:len(ids)] == ids, "the chat template must extend the conversation token-wise"
+            answer = rng.choice(sorted(ok))
+            messages.append({"role": "assistant", "content": f'{REPLY_PREFIX}{answer}")'})
+            ids = list(tok(tok.apply_chat_template(messages, tokenize=False))["input_ids"])
+            assert ids[len(asked)] == tok(answer)["input_ids"][0], "the answer's id must be one token"
+            answers.append((len(asked), cand_tokens, [c in ok for c in cands]))
+        return ids, answers
+
+    def packed_loss(batch: list) -> torch.Tensor:
+        """Mean over every answer in the batch of -log(probability mass on its correct ids), the
+        mass taken over the page's candidate id tokens at the position before the answer."""
+        width = max(len(ids) for ids, _ in batch)
+        x = torch.full((len(batch), width), tok.pad_token_id)
+        mask = torch.zeros_like(x)
+        for i, (ids, _) in enumerate(batch):  # right padding: the answers' positions stay as built
+            x[i, :len(ids)] = torch.tensor(ids)
+            mask[i, :len(ids)] = 1
+        hidden = model.model(input_ids=x, attention_mask=mask).last_hidden_state
+        terms = []
+        for i, (_, answers) in enumerate(batch):
+            for pos, cand_tokens, ok in answers:
+                lp = F.log_softmax(model.lm_head(hidden[i, pos - 1])[cand_tokens], -1)
+                terms.append(-torch.logsumexp(lp[torch.tensor(ok)], 0))
+        return torch.stack(terms).mean()
 
     def candidate_logprobs(batch: list) -> list[torch.Tensor]:
         """(K_i,) log-probs over each page's candidate id tokens at the reply position."""
@@ -194,13 +248,16 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     evaluate(0)
     for step in range(1, args.steps + 1):
-        batch = [encode(rng.choice(tasks), rng) for _ in range(args.batch)]
-        lps = candidate_logprobs(batch)
-        if args.mode == "sl":
+        if args.questions_per_page > 1:
+            loss = packed_loss([encode_packed(rng.choice(tasks), rng) for _ in range(args.batch)])
+        elif args.mode == "sl":
+            batch = [encode(rng.choice(tasks), rng) for _ in range(args.batch)]
+            lps = candidate_logprobs(batch)
             loss = -torch.stack([torch.logsumexp(lp[torch.tensor(b[3])], 0) for b, lp in zip(batch, lps)]).mean()
         else:
+            batch = [encode(rng.choice(tasks), rng) for _ in range(args.batch)]
             terms = []
-            for b, lp in zip(batch, lps):
+            for b, lp in zip(batch, candidate_logprobs(batch)):
                 picks = torch.multinomial(lp.exp().detach(), args.group, replacement=True)
                 r = torch.tensor([float(b[3][j]) for j in picks])
                 if r.std() > 0:  # zero-variance groups carry no GRPO signal

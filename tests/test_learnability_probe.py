@@ -70,3 +70,30 @@ def test_probe_pages_match_real_pages(task: str) -> None:
     assert abs(r["button"] - f["button"]) < 0.04, (r, f)
     assert abs(r["ids>=10"] - f["ids>=10"]) < 0.03, (r, f)
     assert abs(r["label_blind"] - f["label_blind"]) < 0.04, (r, f)
+
+
+@pytest.mark.parametrize("task", ["click-button", "unicode-test", "click-widget"])
+def test_every_question_of_a_probe_page_names_its_own_correct_ids(task: str) -> None:
+    """``--questions-per-page`` trains on a page's other questions: each must be one the generator
+    could have drawn, with exactly the ids that answer it (read back from the page's own lines),
+    the page's drawn instruction among them, and the label-blind ceiling the variants imply."""
+    probe = _probe()
+    rng = random.Random(1)
+    words = probe.miniwob_words(task)
+    for _ in range(300):
+        a11y, instruction, cands, correct, blind, variants = probe.TASKS[task](rng, *words)
+        lines = dict(re.findall(r"^\[(\d+)\] (.*)$", a11y, flags=re.M))
+        assert len({q for q, _ in variants}) == len(variants)
+        assert dict(variants)[instruction] == correct
+        for question, ok in variants:
+            asked = re.search(r'"(.*)"', question).group(1)
+            if task == "click-widget":  # a kind; text and textarea are both textboxes in the tree
+                role = {"text": "textbox", "textarea": "textbox"}.get(asked, asked)
+                assert ok and all(lines[i].split()[0] == role for i in ok)
+            else:
+                assert ok == {i for i, text in lines.items() if text == f'button "{asked}"'}
+            assert ok <= set(cands)
+        # the best blind click answers the most questions when each page question is drawn by target
+        if task != "click-widget":
+            weights = {q: len(ok) for q, ok in variants}
+            assert abs(max(weights.values()) / sum(weights.values()) - blind) < 1e-9
