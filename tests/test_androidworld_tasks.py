@@ -223,6 +223,7 @@ def _files_move(dev: FakeDevice, src: str, dst: str) -> None:
 
 
 SD, MARKOR = V.SD, V.MARKOR_DATA
+AUDIO = "/storage/emulated/0/Android/data/com.dimowner.audiorecorder/files/Music/records"  # AndroidWorld's
 
 
 def solve(name: str, dev: FakeDevice, t) -> None:
@@ -302,6 +303,14 @@ def solve(name: str, dev: FakeDevice, t) -> None:
     elif name == "FilesMoveFile":
         _files_move(dev, f"{SD}/{p['source_folder']}/{p['file_name']}",
                     f"{SD}/{p['destination_folder']}/{p['file_name']}")
+    elif name == "CameraTakePhoto":  # AndroidWorld's PHOTOS_DATA, /sdcard/Pictures
+        dev.write(f"{SD}/Pictures/PXL_20231015_153512.jpg", "jpeg")
+    elif name == "CameraTakeVideo":  # VIDEOS_DATA, /sdcard/Movies
+        dev.write(f"{SD}/Movies/PXL_20231015_153512.mp4", "mp4")
+    elif name == "SimpleDrawProCreateDrawing":
+        dev.write(f"{SD}/Pictures/{p['file_name']}", "png")
+    elif name == "AudioRecorderRecordAudioWithFileName":  # the app adds .m4a in its own folder
+        dev.write(f"{AUDIO}/{p['file_name']}.m4a", "m4a")
     else:
         raise AssertionError(f"no solver for {name}")
 
@@ -493,6 +502,15 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
         victim = next(f for f in dev.files
                       if f.startswith(f"{SD}/{p['subfolder']}/") and not f.endswith(p["file_name"]))
         dev.shell(["rm", "-f", victim])
+    elif name == "CameraTakePhoto":  # two photos, not one
+        dev.write(f"{SD}/Pictures/PXL_1.jpg", "jpeg")
+        dev.write(f"{SD}/Pictures/PXL_2.jpg", "jpeg")
+    elif name == "CameraTakeVideo":  # a photo instead of a video
+        dev.write(f"{SD}/Pictures/PXL_1.jpg", "jpeg")
+    elif name == "SimpleDrawProCreateDrawing":  # saved to Download instead of Pictures
+        dev.write(f"{SD}/Download/{p['file_name']}", "png")
+    elif name == "AudioRecorderRecordAudioWithFileName":  # saved under the app's default name
+        dev.write(f"{AUDIO}/Record-1.m4a", "m4a")
     elif name == "FilesMoveFile":
         _files_move(dev, f"{SD}/{p['source_folder']}/{p['file_name']}", f"{SD}/Download/{p['file_name']}"
                     if p["destination_folder"] != "Download" else f"{SD}/Music/{p['file_name']}")
@@ -502,7 +520,8 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
 
 
 VERIFY = {n for n in TASKS.names() if n.endswith("Verify")}
-UNPARAMETERISED = {n for n in TASKS.names() if n.startswith("System")} | {"TurnOffWifiAndTurnOnBluetooth"}
+UNPARAMETERISED = ({n for n in TASKS.names() if n.startswith("System")}
+                   | {"TurnOffWifiAndTurnOnBluetooth", "CameraTakePhoto", "CameraTakeVideo"})
 ALL = TASKS.names()
 
 

@@ -4,7 +4,7 @@
 package registers all of them. Validators for settings, content providers, files, app SQLite
 databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
 
-Implemented (76 of AndroidWorld's 116, over 12 apps): System Wi-Fi / Bluetooth / brightness (12,
+Implemented (80 of AndroidWorld's 116, over 14 apps): System Wi-Fi / Bluetooth / brightness (12,
 settings), OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
 TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
 SimpleSmsSendReceivedAddress /
@@ -20,11 +20,12 @@ SimpleCalendarDeleteEventsOnRelativeDay / SimpleCalendarDeleteOneEvent, the four
 the eight question tasks of :mod:`.calendar_queries` (Simple Calendar Pro, all 18), and the six Tasks app
 question tasks (:mod:`.tasks_app`), and ExpenseDeleteMultiple2 / ExpenseAddMultipleFromMarkor /
 RecipeDeleteDuplicateRecipes3 / RecipeDeleteMultipleRecipesWithConstraint (:mod:`.sqlite_apps_hard`),
-MarkorEditNote and MarkorCreateNoteAndSms (:mod:`.markor_more`). Every class
+MarkorEditNote and MarkorCreateNoteAndSms (:mod:`.markor_more`), CameraTakePhoto / CameraTakeVideo /
+SimpleDrawProCreateDrawing / AudioRecorderRecordAudioWithFileName (:mod:`.media_apps`). Every class
 writes its ``reference()`` end state for the causation check (:mod:`guigym.envs.android.check`).
 """
 from guigym.envs.android.androidworld import calendar, calendar_queries, files, messaging, sqlite_apps, system  # noqa: F401
-from guigym.envs.android.androidworld import markor_more, sqlite_apps_hard, tasks_app  # noqa: F401
+from guigym.envs.android.androidworld import markor_more, media_apps, sqlite_apps_hard, tasks_app  # noqa: F401
 from guigym.envs.android.androidworld.base import TASKS, AndroidWorldTask, register
 from guigym.envs.android.androidworld.metadata import TaskMetadata, load_task_metadata, metadata_table
 

@@ -16,6 +16,9 @@ from guigym.core.errors import TaskSpecError
 
 #: AndroidWorld's (difficulty, optimal_steps) for the tasks implemented here
 _PUBLISHED: dict[str, tuple[str, int]] = {
+    "AudioRecorderRecordAudioWithFileName": ("easy", 10),
+    "CameraTakePhoto": ("easy", 2),
+    "CameraTakeVideo": ("medium", 3),
     "ContactsAddContact": ("easy", 5),
     "ExpenseAddMultiple": ("medium", 20),
     "ExpenseAddMultipleFromMarkor": ("hard", 15),
@@ -67,6 +70,7 @@ _PUBLISHED: dict[str, tuple[str, int]] = {
     "SimpleCalendarLocationOfEvent": ("easy", 4),
     "SimpleCalendarNextEvent": ("easy", 4),
     "SimpleCalendarNextMeetingWithPerson": ("medium", 5),
+    "SimpleDrawProCreateDrawing": ("easy", 9),
     "SimpleSmsReply": ("easy", 4),
     "SimpleSmsReplyMostRecent": ("medium", 5),
     "SimpleSmsResend": ("medium", 6),
