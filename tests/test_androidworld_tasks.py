@@ -311,6 +311,8 @@ def solve(name: str, dev: FakeDevice, t) -> None:
         dev.write(f"{SD}/Pictures/{p['file_name']}", "png")
     elif name == "AudioRecorderRecordAudioWithFileName":  # the app adds .m4a in its own folder
         dev.write(f"{AUDIO}/{p['file_name']}.m4a", "m4a")
+    elif name == "SaveCopyOfReceiptTaskEval":  # AndroidWorld's DOWNLOAD_DATA
+        dev.files[f"{SD}/Download/{p['file_name']}"] = dev.files[f"{SD}/DCIM/{p['file_name']}"]
     else:
         raise AssertionError(f"no solver for {name}")
 
@@ -511,6 +513,8 @@ def near_miss(name: str, dev: FakeDevice, t) -> tuple[Optional[str], float]:
         dev.write(f"{SD}/Download/{p['file_name']}", "png")
     elif name == "AudioRecorderRecordAudioWithFileName":  # saved under the app's default name
         dev.write(f"{AUDIO}/Record-1.m4a", "m4a")
+    elif name == "SaveCopyOfReceiptTaskEval":  # copied into Documents instead of Download
+        dev.write(f"{SD}/Documents/{p['file_name']}", "jpeg")
     elif name == "FilesMoveFile":
         _files_move(dev, f"{SD}/{p['source_folder']}/{p['file_name']}", f"{SD}/Download/{p['file_name']}"
                     if p["destination_folder"] != "Download" else f"{SD}/Music/{p['file_name']}")

@@ -4,7 +4,7 @@
 package registers all of them. Validators for settings, content providers, files, app SQLite
 databases and answers are in :mod:`.validators`; reporting metadata in :mod:`.metadata`.
 
-Implemented (80 of AndroidWorld's 116, over 14 apps): System Wi-Fi / Bluetooth / brightness (12,
+Implemented (83 of AndroidWorld's 116, over 15 apps): System Wi-Fi / Bluetooth / brightness (12,
 settings), OpenAppTaskEval (camera, clock, contacts, settings, dialer), TurnOnWifiAndOpenApp,
 TurnOffWifiAndTurnOnBluetooth, ContactsAddContact, SimpleSmsSend / SimpleSmsReply /
 SimpleSmsSendReceivedAddress /
@@ -21,11 +21,13 @@ the eight question tasks of :mod:`.calendar_queries` (Simple Calendar Pro, all 1
 question tasks (:mod:`.tasks_app`), and ExpenseDeleteMultiple2 / ExpenseAddMultipleFromMarkor /
 RecipeDeleteDuplicateRecipes3 / RecipeDeleteMultipleRecipesWithConstraint (:mod:`.sqlite_apps_hard`),
 MarkorEditNote and MarkorCreateNoteAndSms (:mod:`.markor_more`), CameraTakePhoto / CameraTakeVideo /
-SimpleDrawProCreateDrawing / AudioRecorderRecordAudioWithFileName (:mod:`.media_apps`). Every class
+SimpleDrawProCreateDrawing / AudioRecorderRecordAudioWithFileName (:mod:`.media_apps`),
+ExpenseAddMultipleFromGallery / RecipeAddMultipleRecipesFromImage / SaveCopyOfReceiptTaskEval
+(:mod:`.gallery_apps`). Every class
 writes its ``reference()`` end state for the causation check (:mod:`guigym.envs.android.check`).
 """
 from guigym.envs.android.androidworld import calendar, calendar_queries, files, messaging, sqlite_apps, system  # noqa: F401
-from guigym.envs.android.androidworld import markor_more, media_apps, sqlite_apps_hard, tasks_app  # noqa: F401
+from guigym.envs.android.androidworld import gallery_apps, markor_more, media_apps, sqlite_apps_hard, tasks_app  # noqa: F401
 from guigym.envs.android.androidworld.base import TASKS, AndroidWorldTask, register
 from guigym.envs.android.androidworld.metadata import TaskMetadata, load_task_metadata, metadata_table
 
