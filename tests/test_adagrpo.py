@@ -229,7 +229,7 @@ def test_adagrpo_in_the_loop_stores_replay_and_resumes(tmp_path):
     assert seen_history == {"t1": [2, 2, 2.0]}
 
 
-@pytest.mark.parametrize("name", ["adagrpo_miniwob_tiny", "adagrpo_osworld_uitars7b"])
+@pytest.mark.parametrize("name", ["adagrpo_miniwob_tiny", "adagrpo_osworld_uitars7b", "adagrpo_androidworld_tiny"])
 def test_adagrpo_recipes_build_with_the_papers_numbers(name, tmp_path):
     from pathlib import Path
 

@@ -216,6 +216,17 @@ class RolloutConfig(_Section):
                           "(constrain.INTERACTIVE_ROLES), 'any' = every visible node, or a list (default null)")
     grid_candidates: Optional[int] = Field(None, gt=0, description="also offer click(x, y) at the centres of a grid "
                                                                     "of this cell size in pixels (default null = none)")
+    a11y_format: Literal["compact", "xml"] = Field(
+        "compact", description="how the observation's a11y text enters the prompt: 'compact' = one line per visible "
+                               "node of guigym's web a11y XML (guigym.train.rollout.prompts.compact_a11y); 'xml' = the "
+                               "env's text as is, e.g. Android's MobileRL simplified XML (MobileRL appendix C), "
+                               "which 'compact' cannot read (default compact)")
+    candidate_source: Literal["a11y", "mobilerl"] = Field(
+        "a11y", description="constrained candidates: 'a11y' = element actions on the web a11y XML's ids "
+                            "(candidate_actions, candidate_roles); 'mobilerl' = MobileRL's action space on an Android "
+                            "screen: AndroidLab do(action=\"Tap\", element=[box]) for every clickable node of the "
+                            "simplified XML, then Back, Home and finish() (guigym.models.constrain_android; the env's "
+                            "dialect must be androidlab; default a11y)")
     history_images: int = Field(0, ge=0, description="screenshots of the last k steps in the prompt (UI-TARS-style "
                                                      "history; 0 = text-only a11y prompt; default 0)")
     max_batch: int = Field(16, gt=0, description="HF engine: max requests per forward batch (default 16)")
@@ -636,6 +647,11 @@ class TrainConfig(_Section):
                              "one trajectory can hold; set env.max_steps")
         if self.rollout.engine == "http" and not self.rollout.urls:
             raise ValueError("rollout.urls: engine 'http' needs at least one server URL")
+        dialect = self.env.kwargs.get("dialect")
+        if self.rollout.constrained and self.rollout.candidate_source == "mobilerl" and dialect != "androidlab":
+            # the candidates are AndroidLab do(...) strings; another dialect would refuse every one of them
+            raise ValueError(f"env.kwargs.dialect: rollout.candidate_source 'mobilerl' offers AndroidLab do(...) "
+                             f"operations, so the env must parse the androidlab dialect, got {dialect!r}")
         if self.model.warm_start and self.model.path:
             raise ValueError("model.warm_start: set together with model.path; name one starting model")
         if self.stage != "sft" and self.sft != SFTConfig():

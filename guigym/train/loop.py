@@ -420,15 +420,9 @@ class Trainer:
     def make_prompt_builder(self) -> Any:
         """The run's :class:`PromptBuilder` (rollout section): rollouts, evaluation and SFT
         demonstrations all render prompts through it."""
-        from guigym.train.rollout.prompts import PromptBuilder
+        from guigym.train.rollout.prompts import builder_from_config
 
-        cfg = self.cfg
-        r = cfg.rollout
-        extra = {"template": r.template} if r.template else {}
-        return PromptBuilder(
-            self.learner.policy, history_images=r.history_images, constrained=r.constrained, **extra,
-            mode="multiturn" if cfg.algorithm.sample_builder == "multiturn" else "stepwise",
-            actions=tuple(r.candidate_actions), roles=r.candidate_roles, grid=r.grid_candidates)
+        return builder_from_config(self.learner.policy, self.cfg.rollout, self.cfg.algorithm.sample_builder)
 
     def make_scheduler(self, iteration: int, group_size: Optional[int] = None,
                        temperature: Optional[float] = None, purpose: str = "train") -> Any:

@@ -101,7 +101,7 @@ class EnvCluster:
                  rollout_service: Any, run_id: str, db_url: str, blob_root: Optional[str]) -> None:
         from guigym.train.config import from_dict
         from guigym.train.data.store import DataStore
-        from guigym.train.rollout.prompts import PromptBuilder
+        from guigym.train.rollout.prompts import builder_from_config
         from guigym.train.rollout.scheduler import RolloutScheduler
 
         c = from_dict(cfg)
@@ -133,10 +133,7 @@ class EnvCluster:
         self.store = DataStore(db_url, blob_root)
         r = c.rollout
         policy = PromptCodec(model_dir)
-        extra = {"template": r.template} if r.template else {}
-        builder = PromptBuilder(policy, history_images=r.history_images, constrained=r.constrained, **extra,
-                                mode="multiturn" if c.algorithm.sample_builder == "multiturn" else "stepwise",
-                                actions=tuple(r.candidate_actions), roles=r.candidate_roles, grid=r.grid_candidates)
+        builder = builder_from_config(policy, r, c.algorithm.sample_builder)
         seed = int.from_bytes(f"{c.run.seed}/decoupled/env{index}".encode(), "little") % (2**31 - 1)
         self.scheduler = RolloutScheduler(self.pool, _ServiceClient(rollout_service), builder, mode=r.mode,
                                           group_size=r.num_generations, max_steps=c.env.max_steps,

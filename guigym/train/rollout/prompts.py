@@ -28,6 +28,11 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from guigym.models.constrain import candidates_from_a11y, grid_candidates, visible_nodes
+from guigym.models.constrain_android import candidates_from_mobilerl
+
+#: where constrained candidates come from: guigym's web a11y XML (element ids) or MobileRL's
+#: simplified XML of an Android screen (AndroidLab do(...) operations on node boxes)
+CANDIDATE_SOURCES = ("a11y", "mobilerl")
 
 #: node states shown in the compact a11y text
 _STATES = ("value", "checked", "selected", "expanded", "focused", "disabled")
@@ -117,20 +122,26 @@ class PromptBuilder:
         grid: cell size in pixels for extra coordinate candidates (None = no coordinate grid).
         max_a11y_chars: the a11y text is cut to this length (the env caps nodes, this caps tokens).
         max_history: previous actions listed in a stepwise prompt (the most recent ones).
-        a11y_format: ``"compact"`` (:func:`compact_a11y`, visible nodes one per line) or ``"xml"``
-            (the env's XML as is).
+        a11y_format: ``"compact"`` (:func:`compact_a11y`, visible nodes one per line; needs guigym's
+            web a11y XML) or ``"xml"`` (the env's text as is: Android's MobileRL simplified XML).
+        candidate_source: ``"a11y"`` (element actions on guigym's web a11y XML) or ``"mobilerl"``
+            (:func:`~guigym.models.constrain_android.candidates_from_mobilerl`: AndroidLab
+            operations on the boxes of MobileRL's simplified XML; ``actions``/``roles`` unused).
     """
 
     def __init__(self, policy: Any, template: str = DEFAULT_TEMPLATE, history_images: int = 0,
                  constrained: bool = True, mode: str = "stepwise", actions: Sequence[str] = ("click",),
                  roles: Union[str, Sequence[str], None] = None, grid: Optional[int] = None,
                  turn_template: str = DEFAULT_TURN_TEMPLATE, max_a11y_chars: int = 4000, max_history: int = 10,
-                 a11y_format: str = "compact") -> None:
+                 a11y_format: str = "compact", candidate_source: str = "a11y") -> None:
         if mode not in ("stepwise", "multiturn"):
             raise ValueError(f"mode must be 'stepwise' or 'multiturn', got {mode!r}")
         if a11y_format not in ("compact", "xml"):
             raise ValueError(f"a11y_format must be 'compact' or 'xml', got {a11y_format!r}")
+        if candidate_source not in CANDIDATE_SOURCES:
+            raise ValueError(f"candidate_source must be one of {CANDIDATE_SOURCES}, got {candidate_source!r}")
         self.a11y_format = a11y_format
+        self.candidate_source = candidate_source
         if history_images < 0:
             raise ValueError(f"history_images must be >= 0, got {history_images}")
         self.policy = policy
@@ -172,13 +183,19 @@ class PromptBuilder:
         if self.a11y_format == "compact":
             shot = obs.get("screenshot")
             screen = (int(np.asarray(shot).shape[1]), int(np.asarray(shot).shape[0])) if shot is not None else None
-            text = compact_a11y(text, screen)
+            try:
+                text = compact_a11y(text, screen)
+            except ValueError as exc:  # e.g. Android's simplified XML, which is one line per node, not XML
+                raise ValueError(f"rollout.a11y_format 'compact' needs guigym's web a11y XML; this env's a11y is "
+                                 f"not ({exc}); use a11y_format 'xml' to show it as is") from None
         return text if len(text) <= self.max_a11y_chars else text[: self.max_a11y_chars] + " ...(cut)"
 
     def candidates(self, obs: dict[str, Any]) -> Optional[list[str]]:
         """The allowed replies for ``obs`` (None when unconstrained or when nothing qualifies)."""
         if not self.constrained:
             return None
+        if self.candidate_source == "mobilerl":
+            return candidates_from_mobilerl(str(obs.get("a11y", "") or ""))
         shot = obs.get("screenshot")
         screen = (int(np.asarray(shot).shape[1]), int(np.asarray(shot).shape[0])) if shot is not None else None
         cands = candidates_from_a11y(str(obs.get("a11y", "") or "<a11y/>"), self.actions, screen=screen,
@@ -191,6 +208,18 @@ class PromptBuilder:
         """Prompt state for one rollout of a task with this instruction; ``guidance`` (a plan or
         hint from a trainer conditioner) is appended to the instruction in every prompt."""
         return EpisodePrompts(self, instruction, guidance=guidance)
+
+
+def builder_from_config(policy: Any, rollout: Any, sample_builder: str) -> PromptBuilder:
+    """The run's :class:`PromptBuilder` from a recipe's ``rollout`` section (a
+    :class:`guigym.train.config.RolloutConfig`) and ``algorithm.sample_builder``; the coupled
+    trainer, the decoupled env clusters and SFT all build it here, so they render alike."""
+    extra = {"template": rollout.template} if rollout.template else {}
+    return PromptBuilder(policy, history_images=rollout.history_images, constrained=rollout.constrained, **extra,
+                         mode="multiturn" if sample_builder == "multiturn" else "stepwise",
+                         actions=tuple(rollout.candidate_actions), roles=rollout.candidate_roles,
+                         grid=rollout.grid_candidates, a11y_format=rollout.a11y_format,
+                         candidate_source=rollout.candidate_source)
 
 
 @dataclass
