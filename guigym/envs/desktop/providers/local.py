@@ -380,6 +380,13 @@ class LocalProvider(Provider):
     def alive(self) -> bool:
         return self._bwrap is not None and self._bwrap.poll() is None
 
+    @property
+    def root_pid(self) -> Optional[int]:
+        """Host pid of the sandbox's bwrap: every process of this desktop descends from it (its
+        PID namespace's init reaps orphans), so its tree is the desktop's memory
+        (``bench/density.py``). None when stopped."""
+        return self._bwrap.pid if self.alive and self._bwrap is not None else None
+
     # ------------------------------------------------------------------ start
     def start(self) -> "DesktopClient":
         with self._lock:
