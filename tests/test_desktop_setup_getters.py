@@ -147,6 +147,10 @@ def test_execute_until_reruns_and_times_out(desk, tmp_path):
     with pytest.raises(EnvInfraError, match=r"config\[0\] \(execute\).*did not reach until"):
         run_setup(client, [step("execute", command=["false"], until={"returncode": 0})], cache_dir=tmp_path,
                   until_timeout=0.5)
+    # on the agent's state (postconfig) an until that never holds is recorded and scored, not lost
+    rec = run_setup(client, [step("execute", command=["false"], until={"returncode": 0})], cache_dir=tmp_path,
+                    until_timeout=0.5, label="postconfig", agent_state=True)
+    assert rec[0]["result"]["until_unmet"] is True and rec[0]["result"]["returncode"] == 1
 
 
 def test_missing_programs_are_named(desk, tmp_path, caplog):

@@ -178,6 +178,9 @@ class OSWorldEnv(GUIEnv):
     """
 
     platform = "desktop"
+    #: seconds the desktop lets one setup/postconfig command run before killing it (OSWorld's
+    #: server: 120); a postconfig command that runs out is the agent's doing (setup.steps)
+    setup_command_timeout_s: float = 120.0
 
     def __init__(self, task: Union[str, Path, Task, None] = None,
                  tasks: Optional[Sequence[Union[str, Path, Task]]] = None, suite: Union[str, Path] = "embedded",
@@ -276,7 +279,9 @@ class OSWorldEnv(GUIEnv):
         return run_setup(self.client, steps, cache_dir=self.cache_dir / "setup", network_ok=self.network,
                          password=self.client_password, screen_size=self.screen_size,
                          base_dir=self._task_dir(task), label=label,
-                         capture_dir=self.eval_dir(task))  # where cache_file reads
+                         capture_dir=self.eval_dir(task),  # where cache_file reads
+                         agent_state=label == "postconfig",  # timeouts there are the agent's doing
+                         command_timeout=self.setup_command_timeout_s)
 
     def eval_dir(self, task: Task) -> Path:
         """This env's folder for ``task``'s getter files and setup captures (private)."""

@@ -14,7 +14,10 @@ Supported types and where we differ from OSWorld (on purpose, each with a reason
   or the server could not start it) is logged as a warning naming the program and the setup
   goes on, as OSWorld's ``_execute_setup`` does (it logs every answer and never checks the
   return code); the step's record then holds ``result.missing_program``. With ``until`` the
-  step ends there instead of re-running a command that cannot succeed.
+  step ends there instead of re-running a command that cannot succeed. In ``postconfig``
+  (``agent_state``: the agent's state) a command the server killed at its timeout and an
+  ``until`` that never held are recorded (``result.timed_out`` / ``result.until_unmet``) and the
+  steps go on, so the episode is scored rather than lost (issue 35).
 * ``launch`` (``command``, ``shell``): the program is looked up in the desktop first (a launch
   returns before the program runs, so a missing app would otherwise go unnoticed).
 * ``open`` (``path``), ``activate_window`` / ``close_window`` (``window_name``, ``strict``,
@@ -134,6 +137,12 @@ class SetupContext:
     #: setup may still be opening (VS Code's takes ~10 s here); 0 = OSWorld's no wait
     window_wait_s: float = 30.0
     clock: Callable[[], float] = time.monotonic
+    #: the steps run on the state the agent left (``postconfig``): a command that times out or
+    #: an ``until`` that never holds is then the agent's doing (a hung converter on an
+    #: agent-made file): logged, recorded in the step's result and the evaluation goes on, so
+    #: the episode is scored instead of lost (issue 35). Before the episode (``config``) the
+    #: desktop is fresh and either stays an EnvInfraError.
+    agent_state: bool = False
     #: ``clock()`` at the last ``launch``/``open`` step of this setup, None before one
     launched_at: Optional[float] = None
     _tool_cache: dict[str, bool] = field(default_factory=dict)
@@ -271,6 +280,15 @@ def _check_program(ctx: SetupContext, command: Any, shell: bool, what: str) -> N
 # --------------------------------------------------------------------------- execute / command
 
 
+class CommandTimedOut(EnvInfraError):
+    """The desktop's server answered that a setup command ran past its timeout and was killed
+    (the server itself is alive); ``result`` is its answer."""
+
+    def __init__(self, message: str, result: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.result = dict(result or {})
+
+
 def _run_command(ctx: SetupContext, command: Any, shell: bool, tolerate_missing: bool = False) -> dict[str, Any]:
     """One ``/execute`` call; a failure caused by a missing program becomes MissingToolError,
     or with ``tolerate_missing`` a logged warning and a result ``{"returncode": 127,
@@ -311,6 +329,8 @@ def _run_command_strict(ctx: SetupContext, command: Any, shell: bool) -> dict[st
         msg = str(res.get("message") or res.get("error") or "")
         if prog and ("No such file or directory" in msg or "not found" in msg) and not ctx.has_tool(prog):
             raise MissingToolError(f"program {prog!r} is not installed in the desktop", missing=prog)
+        if "timed out" in msg.lower():  # the server is alive and killed the command at its timeout
+            raise CommandTimedOut(f"command {command!r} timed out in the desktop: {msg[:300]}", result=res)
         # the server could not run it at all (OSWorld raises after its retries too)
         raise EnvInfraError(f"command {command!r} could not run in the desktop: {msg[:300] or res}")
     if rc == 127:
@@ -360,14 +380,24 @@ def step_execute(ctx: SetupContext, command: Any, stdout: str = "", stderr: str 
     until = dict(until or {})
     deadline = time.monotonic() + ctx.until_timeout
     while True:
-        res = _run_command(ctx, command, shell, tolerate_missing=True)
+        try:
+            res = _run_command(ctx, command, shell, tolerate_missing=True)
+        except CommandTimedOut as e:
+            if not ctx.agent_state:
+                raise
+            log.warning("postconfig: %s; evaluating the state as it is (the agent's doing)", e)
+            res = {**e.result, "timed_out": True}
         if stdout:
             _write_cache_text(ctx, "parameters.stdout", stdout, str(res.get("output") or ""))
         if stderr:
             _write_cache_text(ctx, "parameters.stderr", stderr, str(res.get("error") or ""))
-        if not until or _until_met(until, res) or "missing_program" in res:
+        if not until or _until_met(until, res) or "missing_program" in res or "timed_out" in res:
             return res
         if time.monotonic() >= deadline:
+            if ctx.agent_state:
+                log.warning("postconfig: command %r did not reach until=%s within %g s; evaluating the "
+                            "state as it is (the agent's doing)", command, until, ctx.until_timeout)
+                return {**res, "until_unmet": True}
             raise EnvInfraError(f"command {command!r} did not reach until={until} within "
                                 f"{ctx.until_timeout:g} s (last returncode {_returncode(res)})")
         ctx.sleep(0.3)  # OSWorld's retry pause
@@ -699,7 +729,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
               chromium_port: int = 9222, until_timeout: float = 60.0, cdp_timeout: float = 30.0,
               label: str = "config", sleep: Callable[[float], None] = time.sleep,
               capture_dir: Union[str, Path, None] = None, window_wait_s: float = 30.0,
-              clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+              clock: Callable[[], float] = time.monotonic, agent_state: bool = False,
+              command_timeout: float = 120.0) -> list[dict[str, Any]]:
     """Run OSWorld setup ``steps`` in order on the desktop behind ``client``.
 
     Args:
@@ -717,6 +748,11 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
             (the task's getter cache, where ``cache_file`` looks).
         window_wait_s: how long after a ``launch``/``open`` an ``activate_window`` waits for its
             window (:func:`step_activate_window`); ``clock`` measures it (with ``sleep``).
+        agent_state: the steps run on the agent's state (``postconfig``): a command that times
+            out or an ``until`` that never holds is recorded (``result.timed_out`` /
+            ``result.until_unmet``) and the steps go on (:attr:`SetupContext.agent_state`).
+        command_timeout: seconds the desktop lets one ``execute``/``command`` run before it
+            kills it.
 
     Returns one record per step: ``{"index", "type", "seconds"}`` (+ ``"result"`` for commands).
 
@@ -733,7 +769,8 @@ def run_setup(client: Any, steps: Sequence[Mapping[str, Any]], *, cache_dir: Uni
                        base_dir=Path(base_dir) if base_dir is not None else None,
                        chromium_port=chromium_port, until_timeout=until_timeout, cdp_timeout=cdp_timeout,
                        sleep=sleep, capture_dir=Path(capture_dir) if capture_dir is not None else None,
-                       window_wait_s=window_wait_s, clock=clock)
+                       window_wait_s=window_wait_s, clock=clock, agent_state=agent_state,
+                       command_timeout=command_timeout)
     size = screen_size
     records: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
