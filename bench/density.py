@@ -20,7 +20,9 @@ EnvPool drives them), and the bench prints:
 
 It stops before the next desktop when the step p90 passed ``--p90-limit-s``, when
 ``--max-desktops`` are held, or when the available memory minus the largest desktop seen so far
-would fall under ``--min-free-gib`` (:func:`stop_reason`), then closes every desktop.
+would fall under ``--min-free-gib`` (:func:`stop_reason`), or when a new desktop fails to start
+(an ``EnvInfraError``, e.g. its first observation timed out on a saturated machine), then closes
+every desktop.
 
 Beside it: OSWorld's stated VM footprint. Its docker provider starts each VM with
 ``self.environment = {"DISK_SIZE": "32G", "RAM_SIZE": "4G", "CPU_CORES": "4"}`` (xlang-ai/OSWorld,
@@ -53,6 +55,7 @@ from _machine import machine  # noqa: E402
 from _proctree import tree_pss  # noqa: E402 (the desktop's process tree)
 from desktop_reset import APPS  # noqa: E402
 
+from guigym.core.errors import EnvInfraError  # noqa: E402
 from guigym.envs.desktop.providers.bounds import DesktopBounds  # noqa: E402
 
 MIB = 1024 * 1024
@@ -173,7 +176,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                              provider_kwargs={"screen_size": (w, h)})
             held.append(Held(kind, task, list(actions), env))
             t0 = time.perf_counter()
-            env.reset(options={"task": task})
+            try:
+                env.reset(options={"task": task})
+            except EnvInfraError as exc:  # e.g. its first observation timed out: the machine is full
+                reason = f"desktop {len(held)} ({kind}) did not start: {exc}"
+                break
             start_s = time.perf_counter() - t0
             if len(held) == 1:
                 how = env.desktop_info().get("bounds", {})
