@@ -29,7 +29,10 @@ shared machine the figures are an upper bound.
   sitting, one with the default resource bounds (cgroups / rlimits, HOME + /tmp on a tmpfs) and
   one with ``bounds=False``; each round does ``--resets`` resets and ``--steps`` steps on one
   then the other (the order alternates per round); prints the medians and the ratio on/off
-  (done when within 10%). Only this comparison runs with the flag.
+  (done when within 10%), and, as a profile that the machine's load does not skew, the CPU
+  seconds each desktop's process tree spent per reset and the sandbox reset's phases (kill the
+  episode, restore HOME + /tmp, hand over the agent zone, start the terminal). Only this
+  comparison runs with the flag.
 
 Targets: reset < 3 s (terminal, issue 3); every app's step < 500 ms (issue 17).
 
@@ -55,6 +58,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _proctree import tree_cpu_s  # noqa: E402
 
 from guigym.envs.desktop.env import OSWorldEnv  # noqa: E402
 from guigym.envs.desktop.suite import embedded_tasks  # noqa: E402
@@ -221,6 +227,11 @@ def bench_steps(env: OSWorldEnv, task: str, actions: list[str], n: int, resets: 
     return times, steps
 
 
+#: what --bounds-ab reports per arm: wall times of reset and step, the desktop's CPU seconds per
+#: reset, and the sandbox reset's phases (provider.timings["sandbox_reset"], made incremental)
+AB_KEYS = ("reset", "step", "reset CPU", "  kill", "  restore", "  zone", "  terminal")
+
+
 def bounds_ab(rounds: int, resets: int, steps: int, size: tuple[int, int]) -> int:
     """Reset and step latency with the resource bounds on and off, alternated (issue 35)."""
     task = APPS["terminal"][0]
@@ -233,14 +244,25 @@ def bounds_ab(rounds: int, resets: int, steps: int, size: tuple[int, int]) -> in
                                    provider_kwargs={"screen_size": size}, bounds=bounds)
             envs[arm].reset(options={"task": task})  # cold start, not timed
         how = envs["on"].desktop_info().get("bounds", {})
-        times: dict[str, dict[str, list[float]]] = {a: {"reset": [], "step": []} for a in envs}
+        times: dict[str, dict[str, list[float]]] = {a: {k: [] for k in AB_KEYS} for a in envs}
         for r in range(rounds):
             for arm in (("on", "off") if r % 2 == 0 else ("off", "on")):
                 env = envs[arm]
                 for _ in range(resets):
+                    root = env.provider.root_pid
+                    c0 = tree_cpu_s(root)
                     t0 = time.perf_counter()
                     env.reset(options={"task": task})
                     times[arm]["reset"].append(time.perf_counter() - t0)
+                    # load-independent: CPU the desktop spent on the reset (its tree, reaped
+                    # helpers included), and where the sandbox's own reset spent its time
+                    if env.provider.root_pid == root:  # not rebuilt (a rebuild is a new tree)
+                        times[arm]["reset CPU"].append(tree_cpu_s(root) - c0)
+                    phases = env.provider.timings.get("sandbox_reset") or {}
+                    prev = 0.0
+                    for ph in ("kill", "restore", "zone", "terminal"):  # cumulative in the init
+                        times[arm][f"  {ph}"].append(phases.get(ph, prev) - prev)
+                        prev = phases.get(ph, prev)
                 for i in range(steps):
                     t0 = time.perf_counter()
                     env.step(acts[i % len(acts)])
@@ -253,13 +275,15 @@ def bounds_ab(rounds: int, resets: int, steps: int, size: tuple[int, int]) -> in
           f"{size[0]}x{size[1]}; load average before {load_before}, after {loadavg()}")
     print(f"# {rounds} alternated rounds of {resets} resets + {steps} steps per arm; bounds here: "
           + "; ".join(f"{k}: {v}" for k, v in how.items()))
-    print(f"| {'measure':<10} | {'bounds on':>10} | {'bounds off':>10} | {'on/off':>7} |")
-    print(f"|{'-' * 12}|{'-' * 12}|{'-' * 12}|{'-' * 9}|")
+    print(f"| {'measure':<16} | {'bounds on':>10} | {'bounds off':>10} | {'on/off':>7} |")
+    print(f"|{'-' * 18}|{'-' * 12}|{'-' * 12}|{'-' * 9}|")
     worst = 0.0
-    for kind in ("reset", "step"):
+    for kind in AB_KEYS:
         on, off = statistics.median(times["on"][kind]), statistics.median(times["off"][kind])
-        worst = max(worst, on / off)
-        print(f"| {kind + ' (med)':<10} | {on * 1000:>7.0f} ms | {off * 1000:>7.0f} ms | {on / off:>7.2f} |")
+        if kind in ("reset", "step"):
+            worst = max(worst, on / off)
+        ratio = f"{on / off:>7.2f}" if off > 0 else f"{'-':>7}"
+        print(f"| {kind + ' (med)':<16} | {on * 1000:>7.0f} ms | {off * 1000:>7.0f} ms | {ratio} |")
     return 0 if worst <= 1.10 else 1
 
 
