@@ -119,14 +119,25 @@ _NICE_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 1
                 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
 
 
-def desktop_cpu_weight(version: int, nice: Optional[int] = None) -> dict[str, dict[str, str]]:
-    """The desktop cgroup's CPU weight: that of one process at this process's nice value.
+#: a desktop cgroup weighs as this many processes at guigym's nice value: what a desktop has
+#: runnable at once in a reset or a step (sandbox init, server, Xvfb, the terminal's xterm/tmux/
+#: shell). One process's weight made a reset 2.5x slower than bounds off on a loaded box while
+#: using less CPU (docs/benchmarks.md, "resource bounds on vs off", 2026-11-28 20:02 UTC).
+DESKTOP_WEIGHT_PROCS = 4
+
+
+def desktop_cpu_weight(version: int, nice: Optional[int] = None,
+                       procs: int = DESKTOP_WEIGHT_PROCS) -> dict[str, dict[str, str]]:
+    """The desktop cgroup's CPU weight: that of ``procs`` processes at this process's nice value.
 
     A new cgroup competes with its siblings as one entity of weight 1024 (v1 ``cpu.shares``) or
     100 (v2 ``cpu.weight``), whatever the nice value of the processes in it; without this a
-    desktop started under ``nice -n 19`` would get a nice-0 share and outrun the trainer."""
+    desktop started under ``nice -n 19`` would get a nice-0 share and outrun the trainer. With
+    bounds off each of its processes competed on its own; ``procs`` gives the desktop the share
+    its few busy processes had then, and caps what a runaway agent (a fork flood of spinners)
+    can take at that many processes' share, where without the cgroup it took one per spinner."""
     n = os.nice(0) if nice is None else nice
-    weight = _NICE_WEIGHT[max(-20, min(19, n)) + 20]
+    weight = _NICE_WEIGHT[max(-20, min(19, n)) + 20] * procs
     if version == 1:
         return {"cpu": {"cpu.shares": str(max(2, weight))}}
     return {"cpu": {"cpu.weight": str(max(1, min(10000, round(weight * 100 / 1024))))}}
