@@ -3,6 +3,8 @@ checks (issue 33, item 5). Clock and load are injected: nothing here depends on 
 machine is."""
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 
 from guigym.core import waits
@@ -143,3 +145,81 @@ def test_wait_ready_fails_at_once_when_the_server_is_gone_and_names_the_wait(tmp
         client.wait_ready(timeout=3600, alive=lambda: "exited with code 3")  # no 3600 s wait
     with pytest.raises(EnvInfraError, match="gave up waiting for GET /platform.*fixed limit"):
         client.wait_ready(timeout=0.3)
+
+
+def test_the_desktop_a11y_walk_cap_is_the_base_times_the_load_unless_given(monkeypatch):
+    """The walk's time cap was the server's fixed 5 s: on a loaded machine it cut trees short.
+    The client now asks for the idle base x the load factor; a given cap and a stock OSWorld
+    server (no cap parameter) are left alone."""
+    from guigym.envs.desktop.client import A11Y_TIME_BUDGET_S, DesktopClient
+
+    monkeypatch.setattr(waits, "load_factor", lambda loadavg=None: 3.0)
+    sent = []
+
+    def fake_request(self, method, path, body=None, content_type=None, timeout=None):
+        sent.append((path, timeout))
+        return 200, {}, b'{"AT": "<desktop-frame/>"}'
+
+    monkeypatch.setattr(DesktopClient, "request", fake_request)
+    ours = DesktopClient(unix_socket="/nonexistent.sock", token="t", timeout=5)
+    assert ours.accessibility_tree() == "<desktop-frame/>"
+    path, timeout = sent.pop()
+    asked = float(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))["time_budget"])
+    assert asked == pytest.approx(3.0 * A11Y_TIME_BUDGET_S)
+    assert timeout >= asked + 5  # the request outwaits the walk it asked for
+    ours.accessibility_tree(time_budget=2.0)
+    assert "time_budget=2.0" in sent.pop()[0]  # a caller's cap is exact
+    DesktopClient(base_url="http://127.0.0.1:9", token=None, timeout=5).accessibility_tree()
+    assert "time_budget" not in sent.pop()[0]  # a stock OSWorld server takes no cap
+
+
+SITES = ["kiwix.KiwixSite", "fossil.FossilSite", "osm_map.MapSite", "spirit.SpiritSite",
+         "oscar_shop.OscarShopSite"]
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_an_embedded_sites_start_bound_is_the_base_times_the_load_unless_given(monkeypatch, tmp_path, site):
+    """The web sites' start_timeout_s was a fixed 20-60 s (issue 33's open list)."""
+    import importlib
+
+    from guigym.core.errors import ConfigError
+
+    module_name, cls_name = site.split(".")
+    module = importlib.import_module(f"guigym.envs.web.webarena.sites.{module_name}")
+    cls = getattr(module, cls_name)
+    monkeypatch.setattr(waits, "load_factor", lambda loadavg=None: 5.0)
+    try:
+        scaled_site = cls(tmp_path)
+    except ConfigError as e:  # kiwix-serve / fossil not installed (scripts/install.sh installs them)
+        pytest.skip(str(e))
+    assert scaled_site.start_deadline().total() == pytest.approx(5.0 * module.START_BASE_S)
+    assert cls(tmp_path, start_timeout_s=7.0).start_deadline().total() == 7.0
+    with pytest.raises(ConfigError, match="start_timeout_s"):
+        cls(tmp_path, start_timeout_s=0)
+
+
+def test_a_sites_start_wait_outlasts_the_base_under_load_and_stops_when_the_server_exits():
+    """:func:`wait_answering` (every embedded site's start-up wait) keeps polling for the whole
+    load-stretched bound, and gives up at once when the server process has exited."""
+    import subprocess
+    import sys
+
+    from guigym.envs.web.webarena.sites._process import free_port, wait_answering
+
+    url = f"http://127.0.0.1:{free_port()}/"  # nothing listens: every poll is refused
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        clock = FakeClock()
+
+        def ticking():  # each look at the clock is one fake second later
+            clock.t += 1.0
+            return clock.t
+
+        d = Deadline(10.0, "the site", clock=ticking, factor=lambda: 4.0)
+        assert not wait_answering(proc, url, d, request_timeout_s=0.5, poll_s=0)
+        assert d.elapsed() >= 40.0  # it waited out 10 s x load 4, not the bare 10 s
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    d = Deadline(3600.0, "the site", clock=FakeClock(), factor=lambda: 1.0)
+    assert not wait_answering(proc, url, d, poll_s=0) and not d.expired()  # exited: no hour-long wait

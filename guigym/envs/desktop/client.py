@@ -30,6 +30,12 @@ from guigym.core.waits import Deadline, scaled
 from guigym.envs.desktop import pyautogui_codegen
 
 DEFAULT_TIMEOUT_S = 30.0
+#: idle-machine seconds of the a11y walk's time cap (the server's ``a11y.DEFAULT_TIME_BUDGET_S``).
+#: A call that names no ``time_budget`` asks our server for this times
+#: :func:`guigym.core.waits.load_factor` (issue 33 item 5): the walk is CPU time in the desktop's
+#: apps and server, so on a busy machine a fixed 5 s cap cut trees short that an idle machine
+#: walks whole. Stock OSWorld servers get no cap from the client (they have none).
+A11Y_TIME_BUDGET_S = 5.0
 #: extra seconds the HTTP timeout allows on top of a command's own timeout
 _SLACK_S = 10.0
 
@@ -198,8 +204,16 @@ class DesktopClient:
             return _decode_png(data, "GET /screenshot")
         return self.observe(a11y=False)["screenshot"]
 
+    def _a11y_budget(self, time_budget: Optional[float]) -> Optional[float]:
+        """The walk's time cap to ask for: the caller's, else :data:`A11Y_TIME_BUDGET_S` x the
+        load factor (rounded to ms; our server only: a stock one takes no cap)."""
+        if time_budget is not None or self.compat:
+            return time_budget
+        return round(scaled(A11Y_TIME_BUDGET_S), 3)
+
     def accessibility_tree(self, max_nodes: Optional[int] = None, time_budget: Optional[float] = None) -> str:
         """OSWorld a11y XML (``<desktop-frame>`` root; ``truncated`` attribute when capped)."""
+        time_budget = self._a11y_budget(time_budget)
         q = {k: v for k, v in (("max_nodes", max_nodes), ("time_budget", time_budget)) if v is not None}
         path = "/accessibility" + ("?" + urllib.parse.urlencode(q) if q else "")
         t = self.timeout + (time_budget or 0)
@@ -216,6 +230,7 @@ class DesktopClient:
         if self.compat:
             return {"screenshot": self.screenshot(), "a11y": self.accessibility_tree() if a11y else None}
         fmt = image or ("raw" if self.unix_socket is not None else "png")
+        time_budget = self._a11y_budget(time_budget) if a11y else time_budget
         q: dict[str, Any] = {"image": fmt, "a11y": int(a11y)}
         if max_nodes is not None:
             q["max_nodes"] = max_nodes

@@ -20,14 +20,14 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.waits import Deadline
 from guigym.envs.web.webarena.login import LoginRecipe
-from guigym.envs.web.webarena.sites._process import free_port, kill_group
+from guigym.envs.web.webarena.sites._process import (checked_timeout, free_port, kill_group, start_deadline,
+                                                     start_failed, wait_answering)
 
 #: (title, type, status, priority): the ticket table of the seed
 TICKETS: tuple[tuple[str, str, str, str], ...] = (
@@ -59,6 +59,10 @@ LOGINS = {"gitlab": LoginRecipe("/login", (("css:#u", "username"), ("css:#p", "p
                                 "/setup")}
 
 
+#: idle-machine seconds the server may take to answer its first request (x the load factor)
+START_BASE_S = 20.0
+
+
 class FossilSite:
     """A seeded Fossil repository served on loopback (see the module docstring).
 
@@ -66,11 +70,13 @@ class FossilSite:
         workdir: the site's own directory (created): ``seed.fossil``, ``live.fossil``, ``home/``.
         key: the WebArena site key it stands for (default ``gitlab``).
         binary: the ``fossil`` executable.
-        start_timeout_s: how long the server may take to answer its first request.
+        start_timeout_s: how long the server may take to answer its first request;
+            None (default): 20 idle-machine seconds stretched by the machine's load
+            (:func:`._process.start_deadline`); a number: exactly that many seconds.
     """
 
     def __init__(self, workdir: Union[str, Path], key: str = "gitlab", binary: str = "fossil",
-                 start_timeout_s: float = 20.0) -> None:
+                 start_timeout_s: Optional[float] = None) -> None:
         self.workdir = Path(workdir)
         self.key = key
         self.logins = {key: LOGINS["gitlab"]}
@@ -80,7 +86,7 @@ class FossilSite:
         if not self.binary:
             raise ConfigError(f"the Fossil site needs the {binary!r} program (Debian package 'fossil', "
                               "scripts/install.sh)")
-        self.start_timeout_s = float(start_timeout_s)
+        self.start_timeout_s = checked_timeout("start_timeout_s", start_timeout_s)
         self.seed = self.workdir / "seed.fossil"
         self.live = self.workdir / "live.fossil"
         self.home = self.workdir / "home"
@@ -143,23 +149,20 @@ class FossilSite:
                 [self.binary, "server", "--localhost", "--port", str(self.port), str(self.live)],
                 env=self._env(), cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
-            if self._wait_ready():
+            deadline = self.start_deadline()
+            if self._wait_ready(deadline):
                 return self.url
             self.close()
-        raise EnvInfraError(f"fossil server did not answer on 127.0.0.1 within {self.start_timeout_s:.0f} s")
+            if deadline.expired():
+                break  # a hang, not a port taken meanwhile
+        raise EnvInfraError(start_failed("fossil server", deadline))
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/home", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.05)
-        return False
+    def start_deadline(self) -> Deadline:
+        """The hang guard of one start attempt (the fossil server to answer on 127.0.0.1)."""
+        return start_deadline(self.start_timeout_s, START_BASE_S, "the fossil server to answer on 127.0.0.1")
+
+    def _wait_ready(self, deadline: Deadline) -> bool:
+        return wait_answering(self._proc, f"{self.url}/home", deadline, request_timeout_s=2, poll_s=0.05)
 
     def reset(self) -> float:
         """Put the seed back (copy next to the live file, then rename over it); returns seconds."""

@@ -18,15 +18,14 @@ import os
 import random
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
-from guigym.envs.web.webarena.sites._process import free_port, kill_group
+from guigym.core.waits import Deadline
+from guigym.envs.web.webarena.sites._process import (checked_timeout, free_port, kill_group, start_deadline,
+                                                     start_failed, wait_answering)
 
 BOOK = "guigym_wiki_en"
 SEED = 20261124
@@ -101,6 +100,10 @@ def articles(seed: int = SEED) -> dict[str, tuple[str, str]]:
     return out
 
 
+#: idle-machine seconds the server may take to answer its first request (x the load factor)
+START_BASE_S = 20.0
+
+
 class KiwixSite:
     """The generated wiki served by kiwix-serve on loopback (see the module docstring).
 
@@ -108,11 +111,13 @@ class KiwixSite:
         workdir: the site's own directory (created): ``<BOOK>.zim``.
         key: the WebArena site key it stands for (default ``wikipedia``).
         binary: the ``kiwix-serve`` executable.
-        start_timeout_s: how long the server may take to answer its first request.
+        start_timeout_s: how long the server may take to answer its first request;
+            None (default): 20 idle-machine seconds stretched by the machine's load
+            (:func:`._process.start_deadline`); a number: exactly that many seconds.
     """
 
     def __init__(self, workdir: Union[str, Path], key: str = "wikipedia", binary: str = "kiwix-serve",
-                 start_timeout_s: float = 20.0) -> None:
+                 start_timeout_s: Optional[float] = None) -> None:
         self.workdir = Path(workdir)
         self.key = key
         self.read_only = True  # reset() restores nothing: the env may open a start page ahead
@@ -120,7 +125,7 @@ class KiwixSite:
         if not self.binary:
             raise ConfigError(f"the wiki site needs the {binary!r} program (Debian package 'kiwix-tools', "
                               "scripts/install.sh)")
-        self.start_timeout_s = float(start_timeout_s)
+        self.start_timeout_s = checked_timeout("start_timeout_s", start_timeout_s)
         self.zim = self.workdir / f"{BOOK}.zim"
         self.port: Optional[int] = None
         self._proc: Optional[subprocess.Popen[bytes]] = None
@@ -182,23 +187,20 @@ class KiwixSite:
                 [self.binary, "--address", "127.0.0.1", "--port", str(self.port), "--threads", "2", str(self.zim)],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir), "LANG": "C.UTF-8"},
                 cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            if self._wait_ready():
+            deadline = self.start_deadline()
+            if self._wait_ready(deadline):
                 return self.url
             self.close()
-        raise EnvInfraError(f"kiwix-serve did not answer on 127.0.0.1 within {self.start_timeout_s:.0f} s")
+            if deadline.expired():
+                break  # a hang, not a port taken meanwhile
+        raise EnvInfraError(start_failed("kiwix-serve", deadline))
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/{BOOK}/A/Landing", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.05)
-        return False
+    def start_deadline(self) -> Deadline:
+        """The hang guard of one start attempt (kiwix-serve to answer on 127.0.0.1)."""
+        return start_deadline(self.start_timeout_s, START_BASE_S, "kiwix-serve to answer on 127.0.0.1")
+
+    def _wait_ready(self, deadline: Deadline) -> bool:
+        return wait_answering(self._proc, f"{self.url}/{BOOK}/A/Landing", deadline, request_timeout_s=2, poll_s=0.05)
 
     def reset(self) -> float:
         """Nothing to restore: the ZIM is read-only."""

@@ -23,14 +23,14 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.waits import Deadline
 from guigym.envs.web.webarena.login import LoginRecipe
-from guigym.envs.web.webarena.sites._process import free_port, kill_group
+from guigym.envs.web.webarena.sites._process import (checked_timeout, free_port, kill_group, start_deadline,
+                                                     start_failed, wait_answering)
 
 PROJECT = "shop_project"
 ROLES = ("shopping", "shopping_admin")
@@ -189,22 +189,28 @@ application = get_wsgi_application()
 '''
 
 
+#: idle-machine seconds each gunicorn may take to answer its first request (x the load factor)
+START_BASE_S = 60.0
+
+
 class OscarShopSite:
     """The seeded shop and its dashboard served on loopback (see the module docstring).
 
     Args:
         workdir: the site's own directory (created): the project, ``seed.sqlite3``, ``live.sqlite3``,
             ``static/``, ``media/``, ``whoosh_index/``.
-        start_timeout_s: how long each gunicorn may take to answer its first request.
+        start_timeout_s: how long each gunicorn may take to answer its first request;
+            None (default): 60 idle-machine seconds stretched by the machine's load
+            (:func:`._process.start_deadline`); a number: exactly that many seconds.
     """
 
     key = "shopping"
 
-    def __init__(self, workdir: Union[str, Path], start_timeout_s: float = 60.0) -> None:
+    def __init__(self, workdir: Union[str, Path], start_timeout_s: Optional[float] = None) -> None:
         self.workdir = Path(workdir).resolve()
         self.logins = dict(LOGINS)
         self.resets_sessions = False  # signed-cookie sessions live in the browser, not in the database
-        self.start_timeout_s = float(start_timeout_s)
+        self.start_timeout_s = checked_timeout("start_timeout_s", start_timeout_s)
         self.seed = self.workdir / "seed.sqlite3"
         self.live = self.workdir / "live.sqlite3"
         self.ports: dict[str, int] = {}
@@ -284,29 +290,24 @@ class OscarShopSite:
                      f"{PROJECT}.wsgi:application"],
                     env=self._env(role), cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
-                if self._wait_ready(role):
+                deadline = self.start_deadline(role)
+                if self._wait_ready(role, deadline):
                     break
                 kill_group(self._procs.pop(role))
-            else:
+                if deadline.expired():
+                    break  # a hang, not a port taken meanwhile
+            if role not in self._procs:
                 self.close()
-                raise EnvInfraError(f"the shop's {role} server did not answer on 127.0.0.1 within "
-                                    f"{self.start_timeout_s:.0f} s")
+                raise EnvInfraError(start_failed(f"the shop's {role} server", deadline))
         return self.url
 
-    def _wait_ready(self, role: str) -> bool:
-        deadline = time.monotonic() + self.start_timeout_s
-        url = f"http://127.0.0.1:{self.ports[role]}/catalogue/"
-        while time.monotonic() < deadline:
-            proc = self._procs.get(role)
-            if proc is None or proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
-        return False
+    def start_deadline(self, role: str = "shopping") -> Deadline:
+        """The hang guard of one start attempt of ``role``'s gunicorn."""
+        return start_deadline(self.start_timeout_s, START_BASE_S, f"the shop's {role} server to answer on 127.0.0.1")
+
+    def _wait_ready(self, role: str, deadline: Deadline) -> bool:
+        return wait_answering(self._procs.get(role), f"http://127.0.0.1:{self.ports[role]}/catalogue/", deadline,
+                              request_timeout_s=5, poll_s=0.1)
 
     def reset(self) -> float:
         """Put the seed back (copy next to the live file, then rename over it); returns seconds."""

@@ -11,15 +11,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import EnvInfraError
+from guigym.core.waits import Deadline
 from guigym.envs.web.webarena.sites.osm_data import pbf_path
-from guigym.envs.web.webarena.sites._process import free_port, kill_group
+from guigym.envs.web.webarena.sites._process import (checked_timeout, free_port, kill_group, start_deadline,
+                                                     start_failed, wait_answering)
+
+
+#: idle-machine seconds the server may take to answer its first request (x the load factor)
+START_BASE_S = 60.0
 
 
 class MapSite:
@@ -29,16 +32,18 @@ class MapSite:
         workdir: the site's own directory (created; the app's working directory).
         key: the WebArena site key it stands for (default ``map``).
         pbf: the OpenStreetMap extract (default: osm_data's cached Helsinki file).
-        start_timeout_s: how long the app may take to load the data and answer.
+        start_timeout_s: how long the app may take to load the data and answer;
+            None (default): 60 idle-machine seconds stretched by the machine's load
+            (:func:`._process.start_deadline`); a number: exactly that many seconds.
     """
 
     def __init__(self, workdir: Union[str, Path], key: str = "map", pbf: Optional[Path] = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: Optional[float] = None) -> None:
         self.workdir = Path(workdir)
         self.key = key
         self.read_only = True  # reset() restores nothing: the env may open a start page ahead
         self.pbf = Path(pbf) if pbf is not None else pbf_path()
-        self.start_timeout_s = float(start_timeout_s)
+        self.start_timeout_s = checked_timeout("start_timeout_s", start_timeout_s)
         self.port: Optional[int] = None
         self._proc: Optional[subprocess.Popen[bytes]] = None
 
@@ -59,13 +64,16 @@ class MapSite:
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir), "LANG": "C.UTF-8",
                      "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
                 cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-            if self._wait_ready():
+            deadline = self.start_deadline()
+            if self._wait_ready(deadline):
                 return self.url
             err = self._stderr()
             self.close()
             if err:
                 raise EnvInfraError(f"the map app failed to start: {err}")
-        raise EnvInfraError(f"the map app did not answer on 127.0.0.1 within {self.start_timeout_s:.0f} s")
+            if deadline.expired():
+                break  # a hang, not a port taken meanwhile
+        raise EnvInfraError(start_failed("the map app", deadline))
 
     def _stderr(self) -> str:
         proc = self._proc
@@ -73,18 +81,12 @@ class MapSite:
             return ""
         return proc.stderr.read().decode(errors="replace")[-500:]
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/search?query=", timeout=2) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
-        return False
+    def start_deadline(self) -> Deadline:
+        """The hang guard of one start attempt (the map app to answer on 127.0.0.1)."""
+        return start_deadline(self.start_timeout_s, START_BASE_S, "the map app to answer on 127.0.0.1")
+
+    def _wait_ready(self, deadline: Deadline) -> bool:
+        return wait_answering(self._proc, f"{self.url}/search?query=", deadline, request_timeout_s=2, poll_s=0.1)
 
     def reset(self) -> float:
         """Nothing to restore: the app is read-only."""

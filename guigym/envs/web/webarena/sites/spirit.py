@@ -20,14 +20,14 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Optional, Union
 
 from guigym.core.errors import ConfigError, EnvInfraError
+from guigym.core.waits import Deadline
 from guigym.envs.web.webarena.login import LoginRecipe
-from guigym.envs.web.webarena.sites._process import free_port, kill_group
+from guigym.envs.web.webarena.sites._process import (checked_timeout, free_port, kill_group, start_deadline,
+                                                     start_failed, wait_answering)
 
 PROJECT = "forum_project"
 #: Spirit's login form (``/user/login/``: "Username or Email", "Password", button "Login"); the
@@ -129,6 +129,10 @@ application = get_wsgi_application()
 '''
 
 
+#: idle-machine seconds the server may take to answer its first request (x the load factor)
+START_BASE_S = 60.0
+
+
 class SpiritSite:
     """The seeded forum served on loopback (see the module docstring).
 
@@ -136,15 +140,17 @@ class SpiritSite:
         workdir: the site's own directory (created): the project, ``seed.sqlite3``, ``live.sqlite3``,
             ``static/``, ``st_search/``.
         key: the WebArena site key it stands for (default ``reddit``).
-        start_timeout_s: how long gunicorn may take to answer its first request.
+        start_timeout_s: how long gunicorn may take to answer its first request;
+            None (default): 60 idle-machine seconds stretched by the machine's load
+            (:func:`._process.start_deadline`); a number: exactly that many seconds.
     """
 
-    def __init__(self, workdir: Union[str, Path], key: str = "reddit", start_timeout_s: float = 60.0) -> None:
+    def __init__(self, workdir: Union[str, Path], key: str = "reddit", start_timeout_s: Optional[float] = None) -> None:
         self.workdir = Path(workdir).resolve()
         self.key = key
         self.logins = {key: LOGINS["reddit"]}
         self.resets_sessions = False  # signed-cookie sessions live in the browser, not in the database
-        self.start_timeout_s = float(start_timeout_s)
+        self.start_timeout_s = checked_timeout("start_timeout_s", start_timeout_s)
         self.seed = self.workdir / "seed.sqlite3"
         self.live = self.workdir / "live.sqlite3"
         self.port: Optional[int] = None
@@ -210,23 +216,20 @@ class SpiritSite:
                  "--log-level", "warning", f"{PROJECT}.wsgi:application"],
                 env=self._env(), cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
-            if self._wait_ready():
+            deadline = self.start_deadline()
+            if self._wait_ready(deadline):
                 return self.url
             self.close()
-        raise EnvInfraError(f"the forum did not answer on 127.0.0.1 within {self.start_timeout_s:.0f} s")
+            if deadline.expired():
+                break  # a hang, not a port taken meanwhile
+        raise EnvInfraError(start_failed("the forum", deadline))
 
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/", timeout=5) as r:
-                    if r.status == 200:
-                        return True
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
-        return False
+    def start_deadline(self) -> Deadline:
+        """The hang guard of one start attempt (the forum to answer on 127.0.0.1)."""
+        return start_deadline(self.start_timeout_s, START_BASE_S, "the forum to answer on 127.0.0.1")
+
+    def _wait_ready(self, deadline: Deadline) -> bool:
+        return wait_answering(self._proc, f"{self.url}/", deadline, request_timeout_s=5, poll_s=0.1)
 
     def reset(self) -> float:
         """Put the seed back (copy next to the live file, then rename over it); returns seconds."""
