@@ -55,7 +55,17 @@ MARKS = {"huge": {"bytes", "long-string", "long-list"}, "slow": {"time", "app-ti
 
 
 @pytest.mark.parametrize("mode", sorted(MARKS))
-def test_a_hostile_atspi_peer_leaves_the_walk_bounded_and_the_episode_scored(env, mode):
+def test_a_hostile_atspi_peer_leaves_the_walk_bounded_and_the_episode_scored(env, mode, monkeypatch):
+    from guigym.envs.desktop.client import DesktopClient
+
+    asked: list[float] = []  # the walk's time cap each observation asked for (5 s x the load factor)
+    real_budget = DesktopClient._a11y_budget
+
+    def recorded_budget(self, time_budget):
+        asked.append(real_budget(self, time_budget))
+        return asked[-1]
+
+    monkeypatch.setattr(DesktopClient, "_a11y_budget", recorded_budget)
     env.reset()
     home = env.unwrapped.provider.home_dir
     wait_marker(env, type_command(env, "mkdir ~/projects"))  # the task, done before the attack
@@ -68,12 +78,12 @@ def test_a_hostile_atspi_peer_leaves_the_walk_bounded_and_the_episode_scored(env
     while "EMBEDDED" not in (log.read_text(errors="replace") if log.exists() else ""):
         assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:] if log.exists() else "no log"
         time.sleep(0.2)
-    # the walk's own caps (its time budget, then at most the call in flight and the batch),
-    # with wide slack for a loaded machine, derived from this desktop's unloaded step
-    bound = a11y.DEFAULT_TIME_BUDGET_S + 4 * a11y.CALL_TIMEOUT_MS / 1000 + 10 * unloaded + 5
     marks: set[str] = set()
     for _ in range(3):
         took, (obs, reward, terminated, truncated, info) = timed_step(env)
+        # the walk's own caps (the time cap this step asked for, then at most the call in flight
+        # and the batch), with wide slack for a loaded machine, derived from this desktop's unloaded step
+        bound = asked[-1] + 4 * a11y.CALL_TIMEOUT_MS / 1000 + 10 * unloaded + 5
         assert took <= bound, (took, bound)
         text = obs["a11y"]
         assert len(text) <= a11y.DEFAULT_MAX_BYTES + 64 * 1024, len(text)
