@@ -2,7 +2,7 @@
 
     guigym tasks check [--suite embedded|DIR] [--task ID ...] [--provider local]
                        [--provider-opt KEY=VALUE ...] [--noop-only] [--adversarial]
-                       [--max-steps N] [--workers N] [--json PATH]
+                       [--separate-episodes] [--max-steps N] [--workers N] [--json PATH]
 
 One env (one desktop) runs every task in turn (``--workers N``: N desktops, each taking the next
 task when its last one ends; a row is printed as its task ends, ``--json`` keeps the task order);
@@ -11,7 +11,12 @@ leftover apps). Per task:
 
 * no-op: reset, then ``done()`` at once -> must score 0 (the verifier checks a change);
 * reference: reset, then :class:`~guigym.envs.desktop.suite.reference.ReferenceAgent` plays the
-  task's ``guigym_reference`` from observations -> must score 1;
+  task's ``guigym_reference`` from observations -> must score 1. A task whose evaluator has no
+  ``postconfig`` gets ONE reset for both (:func:`run_noop_then_reference`; not with
+  ``--adversarial`` or ``--separate-episodes``): the verifier scores the state right after setup
+  with ``done()`` as the last action (what the no-op episode is scored on), then the reference
+  plays on from that state, which the verifier only read. That halves the app starts (a
+  LibreOffice start is most of a short task's time);
 * adversarial (``--adversarial``, issue 10 item 7): reset, then a scripted attacker with a shell
   in the desktop (:func:`run_adversarial`: it reads every task file, token and socket it can
   find, writes the answer key's expected value into the file a ``cat`` getter reads when it
@@ -227,21 +232,59 @@ def run_episode(env: Any, task: Task, agent: Any) -> tuple[float, dict[str, Any]
     When the agent says whether it will read the a11y tree (``needs_a11y()``), the AT-SPI walk
     is skipped for observations it will not read (the walk is most of a step's time).
     """
-    lazy = hasattr(agent, "needs_a11y")
-    if hasattr(agent, "reset"):
-        agent.reset({})
-    env.observe_a11y = agent.needs_a11y() if lazy else True
+    _start_agent(env, agent)
     try:
         obs, info = env.reset(options={"task": task})
-        while True:
-            action = agent.act(obs)
-            if lazy:
-                env.observe_a11y = agent.needs_a11y()
-            obs, reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                return float(reward), info
+        return _play(env, agent, obs)
     finally:
         env.observe_a11y = True
+
+
+def run_noop_then_reference(env: Any, task: Task, agent: Any) -> tuple[tuple[float, dict[str, Any]], tuple[float, dict[str, Any]]]:
+    """The no-op and ``agent`` (the reference) on ONE reset: ((no-op score, its verifier
+    details), (agent's score, its last info)).
+
+    The no-op's verdict is the verifier run on the state right after the reset, with ``done()``
+    as the last action: exactly what a no-op episode (reset, then ``done()`` at once) is
+    scored on. The agent then plays on from that same state, which the verifier only read.
+    Only for tasks :func:`can_share_reset` allows; it saves one desktop restore and one setup
+    (one app start) per task.
+    """
+    from guigym.core import actions as A
+    from guigym.envs.desktop.env import verify_task
+
+    _start_agent(env, agent)
+    try:
+        obs, _ = env.reset(options={"task": task})
+        noop = verify_task(env, task, A.Done())
+        return noop, _play(env, agent, obs)
+    finally:
+        env.observe_a11y = True
+
+
+def can_share_reset(task: Task) -> bool:
+    """Whether :func:`run_noop_then_reference` may serve ``task``: its evaluator has no
+    ``postconfig`` (steps that act on the desktop before the getters read it, e.g. save or
+    close an app), so the no-op's verification leaves the state as the reference finds it."""
+    return not task.evaluator.get("postconfig")
+
+
+def _start_agent(env: Any, agent: Any) -> None:
+    if hasattr(agent, "reset"):
+        agent.reset({})
+    env.observe_a11y = agent.needs_a11y() if hasattr(agent, "needs_a11y") else True
+
+
+def _play(env: Any, agent: Any, obs: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:
+    """Step ``agent`` from ``obs`` to the episode's end; (last reward, last info)."""
+    lazy = hasattr(agent, "needs_a11y")
+    while True:
+        action = agent.act(obs)
+        if lazy:
+            env.observe_a11y = agent.needs_a11y()
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return float(reward), info
 
 
 class DoneAgent:
@@ -334,9 +377,12 @@ def run_adversarial(env: Any, task: Task) -> tuple[float, list[str], dict[str, A
     return float(reward), found, info
 
 
-def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool = False) -> Row:
+def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool = False,
+               share_reset: bool = True) -> Row:
     """Run ``task`` with the no-op agent, (unless ``noop_only``) its reference solution and (with
-    ``adversarial``) the scripted attacker."""
+    ``adversarial``) the scripted attacker. ``share_reset``: the no-op and the reference share
+    one reset when :func:`can_share_reset` allows it (:func:`run_noop_then_reference`); False:
+    each gets its own episode."""
     from guigym.envs.desktop.suite import reference_of
     from guigym.envs.desktop.suite.reference import ReferenceAgent
 
@@ -349,13 +395,22 @@ def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool 
         if problems:
             row.status, row.reason = ("failed" if noop_only else "infra"), "; ".join(problems)
             return row
+        steps = reference_of(task) if not noop_only else None
+        agent = ReferenceAgent(steps) if steps else None
+        shared = agent is not None and share_reset and not adversarial and can_share_reset(task)
+        if shared:
+            (row.noop, noop_details), (row.reference, info) = run_noop_then_reference(env, task, agent)
+            row.details["noop"] = noop_details.get("reason", "")
+            row.details["reference"] = info.get("verifier", {}).get("reason", "")
+            row.details["schedule"] = "one reset"
+            _judge(row, agent)
+            return row
         row.noop, info = run_episode(env, task, DoneAgent())
         row.details["noop"] = info.get("verifier", {}).get("reason", "")
         if noop_only:
             row.status, row.reason = "ran", f"no-op agent scored {row.noop:g}: {row.details['noop']}"
             return row
-        steps = reference_of(task)
-        if not steps:
+        if agent is None:
             row.status, row.reason = "mismatch", "the task has no guigym_reference solution"
             return row
         if adversarial:
@@ -364,17 +419,9 @@ def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool 
             if row.adversarial > 0 or found:
                 row.status = "mismatch"
                 row.reason = f"attacker scored {row.adversarial:g}" + (f", {'; '.join(found)}" if found else "")
-        agent = ReferenceAgent(steps)
         row.reference, info = run_episode(env, task, agent)
         row.details["reference"] = info.get("verifier", {}).get("reason", "")
-        bad = []
-        if row.noop > 0:
-            bad.append(f"no-op scored {row.noop:g} ({row.details['noop']})")
-        if row.reference < 1:
-            why = agent.error or row.details["reference"]
-            bad.append(f"reference scored {row.reference:g} ({why})")
-        if bad:
-            row.status, row.reason = "mismatch", "; ".join([*bad, *([row.reason] if row.reason else [])])
+        _judge(row, agent)
     except (EnvInfraError, TaskSpecError) as e:
         missing = getattr(e, "missing", "")
         row.status = "failed" if noop_only else "infra"
@@ -384,12 +431,24 @@ def check_task(env: Any, task: Task, noop_only: bool = False, adversarial: bool 
     return row
 
 
+def _judge(row: Row, agent: Any) -> None:
+    """Mark ``row`` a mismatch when its no-op scored above 0 or its reference below 1."""
+    bad = []
+    if row.noop is not None and row.noop > 0:
+        bad.append(f"no-op scored {row.noop:g} ({row.details['noop']})")
+    if row.reference is not None and row.reference < 1:
+        why = agent.error or row.details["reference"]
+        bad.append(f"reference scored {row.reference:g} ({why})")
+    if bad:
+        row.status, row.reason = "mismatch", "; ".join([*bad, *([row.reason] if row.reason else [])])
+
+
 def run_check(tasks: Sequence[Task], provider: str = "local", provider_kwargs: Optional[Mapping[str, Any]] = None,
               noop_only: bool = False, max_steps: int = 80, out: Any = None, adversarial: bool = False,
-              workers: int = 1) -> list[Row]:
+              workers: int = 1, share_reset: bool = True) -> list[Row]:
     """Check ``tasks`` on ``workers`` envs (desktops) at once, each taking the next task when its
     last one ends; prints one line per task to ``out`` as each ends and returns the rows in the
-    order of ``tasks``. A task's outcome does not depend on which desktop ran it: every episode
+    order of ``tasks``. A task's outcome does not depend on which desktop ran it: every reset
     starts from the provider's initial state."""
     from guigym.envs.desktop.env import OSWorldEnv
     from guigym.envs.desktop.evaluators import load_all
@@ -403,7 +462,7 @@ def run_check(tasks: Sequence[Task], provider: str = "local", provider_kwargs: O
                           max_steps=max_steps, observe_terminal=adversarial)
 
     def one(env: OSWorldEnv, task: Task) -> Row:
-        return check_task(env, task, noop_only=noop_only, adversarial=adversarial)
+        return check_task(env, task, noop_only=noop_only, adversarial=adversarial, share_reset=share_reset)
 
     n = min(workers, max(1, len(tasks)))
     if n == 1:
@@ -474,6 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adversarial", action="store_true",
                    help="also run a scripted attacker per task (reads task files and tokens, plants fake "
                         "sockets, kills what it sees, then says done()); it must score 0 and find nothing")
+    p.add_argument("--separate-episodes", action="store_true",
+                   help="give the no-op and the reference an episode (a reset) each, also for tasks without "
+                        "postconfig, which by default share one: the no-op is scored right after setup and "
+                        "the reference plays on from there")
     p.add_argument("--max-steps", type=int, default=80, help="step budget of a reference episode")
     p.add_argument("--workers", type=_positive, default=1, metavar="N",
                    help="run the tasks on N desktops at once (each takes the next task when its last one "
@@ -497,7 +560,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rows = run_check(tasks, provider=args.provider, provider_kwargs=_parse_opts(args.provider_opt),
                          noop_only=args.noop_only, max_steps=args.max_steps, out=sys.stdout,
-                         adversarial=args.adversarial, workers=args.workers)
+                         adversarial=args.adversarial, workers=args.workers,
+                         share_reset=not args.separate_episodes)
     except EnvInfraError as e:
         print(f"guigym tasks check: the desktop could not start: {e}", file=sys.stderr)
         return 2
