@@ -1,14 +1,19 @@
-"""Run OSWorld's own metric functions on recorded cases (the reference side of
-bench/osworld_metric_diff.py).
+"""Run metric functions on recorded cases, one side of bench/osworld_metric_diff.py per process.
 
-Runs under the isolated venv's python (scripts/install_osworld_reference.sh: PyPI ``desktop-env``
-1.0.2 with ``--no-deps`` plus the libraries its evaluators import), never inside guigym's process,
-and imports nothing from guigym. Protocol, JSON over stdin / a result file::
+The reference side ("theirs", the default) runs OSWorld's own metric functions under the isolated
+venv's python (scripts/install_osworld_reference.sh: PyPI ``desktop-env`` 1.0.2 with ``--no-deps``
+plus the libraries its evaluators import), never inside guigym's process, and imports nothing from
+guigym. The "ours" side runs guigym's registry (``METRICS``) under guigym's python, so both sides
+are scored by the same code and watched by the same driver. Protocol, JSON over stdin and a result
+file written one line per finished case (so a driver that has to kill a case that never returns
+keeps every result before it)::
 
-    stdin : {"root": DIR, "timeout_s": 60, "cases": [{"id": "c1", "metric": NAME,
-             "args": [...], "kwargs": {...}}, ...]}       # {"$file": REL} = DIR/REL
-    argv[1]: the file to write [{"id": "c1", "score": 1.0} | {"id", "error": "Type: msg"}
-             | {"id", "unavailable": "why"}, ...] to (stdout stays free for upstream's prints)
+    stdin : {"root": DIR, "timeout_s": 60, "side": "theirs" | "ours",
+             "cases": [{"id": "c1", "metric": NAME, "args": [...], "kwargs": {...}}, ...]}
+                                                         # {"$file": REL} = DIR/REL
+    argv[1]: the JSONL file to append {"id": "c1", "score": 1.0} | {"id", "error": "Type: msg"}
+             | {"id", "unavailable": "why"} to, one line per case, in case order (stdout stays
+             free for upstream's prints)
 
 ``python _osworld_ref_runner.py --check`` imports the metrics and prints the package version.
 
@@ -76,17 +81,32 @@ def _alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
 
 
-def run_case(metrics: Any, case: dict[str, Any], root: str, timeout_s: int) -> dict[str, Any]:
+def load_side(side: str) -> tuple[Any, type, type]:
+    """``(lookup, unavailable, catch)`` of one side: ``lookup(name)`` is the metric function or
+    None, ``unavailable`` the exception meaning "this side cannot run the case here", ``catch``
+    what counts as the metric's error (upstream raises anything, SystemExit included)."""
+    if side == "ours":
+        from guigym.envs.desktop.evaluators import METRICS, MetricDependencyError
+
+        return (lambda name: METRICS.get(name) if name in METRICS else None), MetricDependencyError, Exception
+    if side != "theirs":
+        raise ValueError(f"side must be 'theirs' or 'ours', not {side!r}")
+    metrics = load_metrics()
+    return (lambda name: getattr(metrics, name, None)), ReferenceUnavailable, BaseException
+
+
+def run_case(lookup: Any, case: dict[str, Any], root: str, timeout_s: int,
+             unavailable: type = ReferenceUnavailable, catch: type = BaseException,
+             side: str = "theirs") -> dict[str, Any]:
     """One case: its score as a float, or why there is none."""
     out: dict[str, Any] = {"id": case["id"]}
-    fn = getattr(metrics, case["metric"], None)
+    fn = lookup(case["metric"])
     if fn is None:
-        out["unavailable"] = f"desktop_env has no metric {case['metric']!r}"
+        out["unavailable"] = f"{'guigym' if side == 'ours' else 'desktop_env'} has no metric {case['metric']!r}"
         return out
     args = _resolve(case.get("args", []), root)
     kwargs = _resolve(case.get("kwargs", {}), root)
-    # upstream raises anything, SystemExit included
-    return score_call(out, lambda: fn(*args, **kwargs), timeout_s, ReferenceUnavailable, BaseException)
+    return score_call(out, lambda: fn(*args, **kwargs), timeout_s, unavailable, catch)
 
 
 def score_call(out: dict[str, Any], call: Any, timeout_s: int, unavailable: type, catch: type) -> dict[str, Any]:
@@ -119,14 +139,16 @@ def main() -> int:
         print("desktop-env", version("desktop-env"))
         return 0
     request = json.load(sys.stdin)
+    side = request.get("side", "theirs")
+    timeout_s = int(request.get("timeout_s", 60))
     signal.signal(signal.SIGALRM, _alarm)
     # upstream prints freely: keep stdout for nothing but that, and write results to the file
-    with contextlib.redirect_stdout(sys.stderr):
-        metrics = load_metrics()
-        results = [run_case(metrics, c, request["root"], int(request.get("timeout_s", 60)))
-                   for c in request["cases"]]
-    with open(sys.argv[1], "w") as fh:
-        json.dump(results, fh)
+    with contextlib.redirect_stdout(sys.stderr), open(sys.argv[1], "a") as res:
+        lookup, unavailable, catch = load_side(side)
+        for case in request["cases"]:
+            out = run_case(lookup, case, request["root"], timeout_s, unavailable, catch, side)
+            res.write(json.dumps(out, default=str) + "\n")
+            res.flush()  # the driver reads progress from this file and may kill a stuck case
     return 0
 
 

@@ -4,6 +4,8 @@ on the same inputs, and a table per metric of cases, agree, disagree.
     bash scripts/install_osworld_reference.sh            # once: the isolated desktop-env venv
     python bench/osworld_metric_diff.py                   # harvest cases, run both sides, table
     python bench/osworld_metric_diff.py --cases DIR --no-harvest --show 20 --json out.json
+    python bench/osworld_metric_diff.py --cases DIR --no-harvest --results RES --family table docs
+        # by family; RES keeps each side's outcomes as they come, a rerun resumes from them
 
 1. **Cases** are the metric calls the test suite already makes on the real files it generates
    (xlsx with charts and pivots, docx, pptx, pdf, images, csv in several encodings, json,
@@ -13,9 +15,16 @@ on the same inputs, and a table per metric of cases, agree, disagree.
 2. **Reference**: OSWorld's functions from PyPI ``desktop-env`` 1.0.2, in the isolated venv
    (``--no-deps`` plus the libraries its evaluators import; its pins, numpy<2, pandas<2.3,
    torch~=2.5, conflict with ours), run by bench/_osworld_ref_runner.py in a subprocess: JSON
-   over stdin and a result file. Their code is never imported into this process.
-3. **Ours**: ``METRICS[name](*args, **kwargs)`` in this process, on a separate copy of the files
-   (a metric may write next to its inputs).
+   over stdin, one result line per case. Their code is never imported into this process.
+3. **Ours**: ``METRICS[name](*args, **kwargs)`` by the same runner under guigym's python, on a
+   separate copy of the files (a metric may write next to its inputs).
+
+Each case has a SIGALRM bound (``--timeout``) inside the runner, but SIGALRM only interrupts
+Python code: upstream's run_sqlite3 on the recorded endless-recursive-view database spins in
+sqlite's C loop forever, which is why earlier full runs never finished. The driver therefore
+watches the result file and kills the runner's process group when a case makes no progress for
+``--timeout`` + ``KILL_GRACE_S`` seconds, scores that case a timeout error, and restarts the runner
+on the cases after it.
 
 Outcome of a case on one side: its score (a float), or an error. An error counts as 0: OSWorld's
 ``DesktopEnv.evaluate`` lets a metric's exception end the episode without a passing score, and
@@ -34,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -94,8 +104,12 @@ def load_cases(case_dir: Path) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-# stdlib only: the same {"$file": rel} paths, timeout and outcome rules on both sides
-from _osworld_ref_runner import _alarm, _resolve, score_call  # noqa: E402
+#: seconds a side gets to import its metrics before its first case counts as stuck
+STARTUP_S = 300
+#: seconds over a case's own SIGALRM bound before the driver kills its process: SIGALRM only
+#: interrupts Python code, and a metric inside a C loop (upstream's run_sqlite3 on an endless
+#: recursive view) never returns to the interpreter, so the bound the run relies on is this one
+KILL_GRACE_S = 15
 
 
 def _files_copy(case_dir: Path, dest: Path) -> str:
@@ -109,43 +123,100 @@ def _files_copy(case_dir: Path, dest: Path) -> str:
 # ----------------------------------------------------------------------------- both sides
 
 
-def run_ours(cases: list[dict[str, Any]], root: str, timeout_s: int = 60) -> dict[str, dict[str, Any]]:
-    """guigym's metric on every case: ``{id: {"score": x} | {"error": s} | {"unavailable": s}}``."""
-    from guigym.envs.desktop.evaluators import METRICS, MetricDependencyError
+def _read_results(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a runner's result file (a line being written is left for later)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
-    out: dict[str, dict[str, Any]] = {}
-    old = signal.signal(signal.SIGALRM, _alarm)
+
+def _drive(side: str, cases: list[dict[str, Any]], root: str, *, python: Path, env: dict[str, str],
+           timeout_s: int, results: Optional[Path] = None, log: Any = None) -> dict[str, dict[str, Any]]:
+    """One side's outcome for every case, run by bench/_osworld_ref_runner.py in a subprocess.
+
+    The runner appends one line per case to ``results`` (a temporary file unless given); a case
+    that makes no progress for ``timeout_s + KILL_GRACE_S`` seconds (``STARTUP_S`` more for the
+    first) gets its process group killed, is scored ``{"error": "Timeout: killed ..."}``, and the
+    runner restarts on the cases after it. Cases already in ``results`` are not run again (resume).
+    Returns ``{id: {"score": x} | {"error": s} | {"unavailable": s}}``.
+    """
+    tmp = None
+    if results is None:
+        tmp = tempfile.TemporaryDirectory(prefix=f"osdiff-{side}-")
+        results = Path(tmp.name) / f"{side}.jsonl"
     try:
-        for case in cases:
-            res: dict[str, Any] = {}
-            if case["metric"] not in METRICS:
-                res["unavailable"] = f"guigym has no metric {case['metric']!r}"
-                out[case["id"]] = res
-                continue
-            fn = METRICS.get(case["metric"])
-            score_call(res, lambda: fn(*_resolve(case["args"], root), **_resolve(case["kwargs"], root)),
-                       timeout_s, MetricDependencyError, Exception)
-            out[case["id"]] = res
+        if results.exists():  # a line torn by a kill of the whole run: drop it, its case reruns
+            text = results.read_text()
+            results.write_text(text[: text.rfind("\n") + 1])
+        done = {r["id"]: r for r in _read_results(results)}
+        pending = [c for c in cases if c["id"] not in done]
+        while pending:
+            request = {"root": root, "timeout_s": timeout_s, "side": side,
+                       "cases": [{k: c[k] for k in ("id", "metric", "args", "kwargs")} for c in pending]}
+            before = len(_read_results(results))
+            with tempfile.TemporaryFile("w+") as err:
+                proc = subprocess.Popen([str(python), str(RUNNER), str(results)], stdin=subprocess.PIPE,
+                                        stdout=err, stderr=err, text=True, env=env, cwd=root,
+                                        start_new_session=True)  # its own group: a kill takes its children
+                killed = False
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write(json.dumps(request))
+                    proc.stdin.close()
+                    seen, deadline = before, time.monotonic() + STARTUP_S + timeout_s + KILL_GRACE_S
+                    while proc.poll() is None:
+                        now = len(_read_results(results))
+                        if now > seen:
+                            seen, deadline = now, time.monotonic() + timeout_s + KILL_GRACE_S
+                            if log is not None:
+                                print(f"{side}: {len(done) + now - before}/{len(cases)}", file=log, flush=True)
+                        elif time.monotonic() > deadline:
+                            killed = True
+                            break
+                        time.sleep(0.2)
+                finally:
+                    if proc.poll() is None:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                new = _read_results(results)[before:]
+                err.seek(0)
+                stderr = err.read()
+            for r in new:
+                done[r["id"]] = r
+            pending = [c for c in pending if c["id"] not in done]
+            if killed and pending:
+                stuck = pending.pop(0)
+                rec = {"id": stuck["id"], "error": f"Timeout: killed after {timeout_s + KILL_GRACE_S} s "
+                                                  "(the metric never returned to the interpreter)"}
+                with open(results, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+                done[stuck["id"]] = rec
+                if log is not None:
+                    print(f"{side}: killed {stuck['metric']} case {stuck['id']}", file=log, flush=True)
+            elif pending and not new:
+                raise RuntimeError(f"the {side} runner failed (exit {proc.returncode}): {stderr.strip()[-800:]}")
+        return done
     finally:
-        signal.signal(signal.SIGALRM, old)
-    return out
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def run_ours(cases: list[dict[str, Any]], root: str, timeout_s: int = 60, *,
+             results: Optional[Path] = None, log: Any = None) -> dict[str, dict[str, Any]]:
+    """guigym's metric on every case (``METRICS[name]``, guigym's python, this checkout)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return _drive("ours", cases, root, python=Path(sys.executable), env=env, timeout_s=timeout_s,
+                  results=results, log=log)
 
 
 def run_theirs(cases: list[dict[str, Any]], root: str, *, python: Optional[Path] = None,
-               timeout_s: int = 60) -> dict[str, dict[str, Any]]:
-    """OSWorld's metric on every case, in the isolated venv (bench/_osworld_ref_runner.py)."""
-    py = python or venv_python()
-    request = {"root": root, "timeout_s": timeout_s,
-               "cases": [{k: c[k] for k in ("id", "metric", "args", "kwargs")} for c in cases]}
-    with tempfile.NamedTemporaryFile("r", suffix=".json") as res:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env["PYTHONWARNINGS"] = "ignore"
-        proc = subprocess.run([str(py), str(RUNNER), res.name], input=json.dumps(request), text=True,
-                              capture_output=True, env=env, cwd=root,
-                              timeout=60 + timeout_s * max(1, len(cases)))
-        if proc.returncode != 0:
-            raise RuntimeError(f"the reference runner failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
-        return {r["id"]: r for r in json.load(res)}
+               timeout_s: int = 60, results: Optional[Path] = None, log: Any = None) -> dict[str, dict[str, Any]]:
+    """OSWorld's metric on every case, in the isolated venv (nothing of guigym on its path)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONWARNINGS"] = "ignore"
+    return _drive("theirs", cases, root, python=python or venv_python(), env=env, timeout_s=timeout_s,
+                  results=results, log=log)
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -212,12 +283,36 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(case_dir: Path, *, python: Optional[Path] = None, timeout_s: int = 60) -> dict[str, Any]:
-    """Both sides on the cases in ``case_dir``; the :func:`compare` report."""
-    cases = load_cases(case_dir)
+def select(cases: list[dict[str, Any]], metrics: Optional[Iterable[str]] = None,
+           families: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
+    """The cases of the named metrics and/or families (guigym's module name, e.g. ``table``)."""
+    want_m = set(metrics or ())
+    want_f = set(families or ())
+    if not want_m and not want_f:
+        return cases
+    return [c for c in cases if c["metric"] in want_m or (want_f and _family_or_none(c["metric"]) in want_f)]
+
+
+def _family_or_none(metric: str) -> Optional[str]:
+    from guigym.envs.desktop.evaluators import METRICS
+
+    return family_of(metric) if metric in METRICS else None
+
+
+def run(case_dir: Path, *, python: Optional[Path] = None, timeout_s: int = 60,
+        results: Optional[Path] = None, cases: Optional[list[dict[str, Any]]] = None,
+        log: Any = None) -> dict[str, Any]:
+    """Both sides on the cases in ``case_dir`` (or the given subset); the :func:`compare` report.
+    With ``results``, each side's outcomes are appended to ``results/{ours,theirs}.jsonl`` as they
+    come and a rerun skips the cases already there, so a cut-short run loses nothing."""
+    cases = load_cases(case_dir) if cases is None else cases
+    if results is not None:
+        results.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="osdiff-") as tmp:
-        ours = run_ours(cases, _files_copy(case_dir, Path(tmp) / "ours"), timeout_s)
-        theirs = run_theirs(cases, _files_copy(case_dir, Path(tmp) / "theirs"), python=python, timeout_s=timeout_s)
+        ours = run_ours(cases, _files_copy(case_dir, Path(tmp) / "ours"), timeout_s,
+                        results=results / "ours.jsonl" if results else None, log=log)
+        theirs = run_theirs(cases, _files_copy(case_dir, Path(tmp) / "theirs"), python=python, timeout_s=timeout_s,
+                            results=results / "theirs.jsonl" if results else None, log=log)
     return compare(cases, ours, theirs)
 
 
@@ -229,6 +324,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--timeout", type=int, default=60, help="seconds per case and side")
     ap.add_argument("--show", type=int, default=0, help="print this many disagreements")
     ap.add_argument("--json", type=Path, help="write the full report here")
+    ap.add_argument("--results", type=Path,
+                    help="keep each side's outcomes here as they come; a rerun resumes from them")
+    ap.add_argument("--metric", nargs="*", default=[], help="only these metrics")
+    ap.add_argument("--family", nargs="*", default=[],
+                    help="only these families (guigym's metric module: table, docs, slides, ...)")
     args = ap.parse_args(argv)
     if not venv_ready():
         print(f"no desktop-env reference venv at {venv_python().parent.parent}: run `{INSTALL_CMD}`", file=sys.stderr)
@@ -243,7 +343,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         if not args.no_harvest:
             harvest(case_dir, args.tests)
-        report = run(case_dir, timeout_s=args.timeout)
+        cases = select(load_cases(case_dir), args.metric, args.family)
+        report = run(case_dir, timeout_s=args.timeout, results=args.results, cases=cases, log=sys.stderr)
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -8,13 +8,18 @@ venv, run in a subprocess) against guigym's on the same files (issue 36 item 1).
   sides, and the one deliberate departure among them (upstream's check_thunderbird_folder, which
   skips every non-empty message and so scores 1 for two different folders) is reported as the
   only disagreement, which shows the reference side really runs upstream's code.
+* a case that never returns to the interpreter (upstream's run_sqlite3 on an endless recursive
+  view: SIGALRM cannot interrupt sqlite's C loop) is killed and scored a timeout, the cases after
+  it still run, and the outcomes written before a kill survive for a resumed run.
 The differential skips, naming the install command, when the reference venv is absent.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import docx
@@ -129,3 +134,34 @@ def test_differential_on_a_small_case_set(tmp_path, reference_python):
         ("check_thunderbird_folder", 1.0)]
     assert rep["total"] == {"cases": len(cases), "agree": len(cases) - 1, "disagree": 1, "unavailable": 0,
                             "metrics": 5}
+
+
+def test_a_case_stuck_in_c_code_is_killed_and_the_run_goes_on(tmp_path, reference_python, monkeypatch):
+    files = tmp_path / "files"
+    files.mkdir()
+    conn = sqlite3.connect(files / "endless.sqlite")
+    conn.execute("CREATE VIEW v AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r")
+    conn.commit()
+    conn.close()
+    cases: list = []
+    _case(cases, "exact_match", ["Paris", {"expected": "Paris"}], want=1.0)
+    _case(cases, "run_sqlite3", [_f("endless.sqlite"), {"sql": "select count(*) from v"}], want=0.0)
+    _case(cases, "exact_match", ["Rome", {"expected": "Paris"}], want=0.0)
+    monkeypatch.setattr(diff, "KILL_GRACE_S", 2, raising=False)
+    theirs = diff.run_theirs(cases, str(tmp_path), python=reference_python, timeout_s=1)
+    assert diff.outcome(theirs["c0"]) == pytest.approx(1.0) and diff.outcome(theirs["c2"]) == pytest.approx(0.0)
+    assert theirs["c1"]["error"].startswith("Timeout: killed"), theirs["c1"]
+
+
+def test_a_rerun_resumes_from_the_outcomes_already_written(tmp_path):
+    cases: list = []
+    for expected in ("Paris", "Rome", "Paris"):
+        _case(cases, "exact_match", ["Paris", {"expected": expected}], want=float(expected == "Paris"))
+    results = tmp_path / "ours.jsonl"
+    # c0 and c1 finished before the run was cut short (scores exact_match cannot give, so a rerun
+    # of them would show), c2's line was torn by the kill
+    results.write_text('{"id": "c0", "score": 0.25}\n{"id": "c1", "error": "Timeout: killed"}\n{"id": "c2", "sc')
+    ours = diff.run_ours(cases, str(tmp_path), timeout_s=30, results=results)
+    assert ours["c0"]["score"] == pytest.approx(0.25) and ours["c1"]["error"] == "Timeout: killed"
+    assert ours["c2"]["score"] == pytest.approx(1.0)
+    assert [json.loads(x)["id"] for x in results.read_text().splitlines()] == ["c0", "c1", "c2"]
