@@ -10,7 +10,9 @@ venv, run in a subprocess) against guigym's on the same files (issue 36 item 1).
   only disagreement, which shows the reference side really runs upstream's code.
 * a case that never returns to the interpreter (upstream's run_sqlite3 on an endless recursive
   view: SIGALRM cannot interrupt sqlite's C loop) is killed and scored a timeout, the cases after
-  it still run, and the outcomes written before a kill survive for a resumed run.
+  it still run, and the outcomes written before a kill survive for a resumed run;
+* a case that reaches a library the reference venv leaves out is unavailable even where upstream
+  catches every Exception around the call (compare_audios would score the pair 1).
 The differential skips, naming the install command, when the reference venv is absent.
 """
 from __future__ import annotations
@@ -165,3 +167,21 @@ def test_a_rerun_resumes_from_the_outcomes_already_written(tmp_path):
     assert ours["c0"]["score"] == pytest.approx(0.25) and ours["c1"]["error"] == "Timeout: killed"
     assert ours["c2"]["score"] == pytest.approx(1.0)
     assert [json.loads(x)["id"] for x in results.read_text().splitlines()] == ["c0", "c1", "c2"]
+
+
+def test_a_stubbed_library_leaves_the_case_out_even_under_upstreams_except_exception(tmp_path, reference_python):
+    import wave
+
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, level in (("a.wav", 0), ("b.wav", 90)):
+        with wave.open(str(files / name), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(1)
+            w.setframerate(8000)
+            w.writeframes(bytes([128 + level % 100]) * 800)
+    cases: list = []
+    _case(cases, "compare_audios", [_f("a.wav"), _f("b.wav")], want=0.0)
+    theirs = diff.run_theirs(cases, str(tmp_path), python=reference_python)
+    assert "librosa" in theirs["c0"].get("unavailable", ""), theirs["c0"]
+    assert diff.compare(cases, {"c0": {"score": 0.0}}, theirs)["total"]["unavailable"] == 1
