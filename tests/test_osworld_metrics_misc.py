@@ -303,11 +303,28 @@ def test_compare_python_pure_text(tmp_path: Path) -> None:
     gold = tmp_path / "gold.py"
     gold.write_text("import numpy as np\nx = np.arange(3)\nprint(x)\n")
     same = tmp_path / "task.py"
-    same.write_text("import numpy as np\n\n\nx = np.arange( 3 )\r\nprint(x)")
+    # OSWorld 1.0.2: blank lines, CRLF, trailing blanks and a leading shebang/coding line do not count
+    same.write_text("#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\nimport numpy as np\n\n\n"
+                    "x = np.arange(3)   \r\nprint(x)")
     wrong = tmp_path / "wrong.py"
     wrong.write_text("import numpy as np\nx = np.arange(4)\nprint(x)\n")
     assert f(str(same), str(gold)) == 1.0
     assert f(str(wrong), str(gold)) == 0.0
+    # ... but spaces inside a line and indentation do (an older OSWorld dropped all whitespace)
+    spaced = tmp_path / "spaced.py"
+    spaced.write_text("import numpy as np\nx = np.arange( 3 )\nprint(x)\n")
+    assert f(str(spaced), str(gold)) == 0.0
+    indented = tmp_path / "indented.py"
+    indented.write_text("import numpy as np\nx = np.arange(3)\n    print(x)\n")
+    assert f(str(indented), str(gold)) == 0.0
+    # a tab is 4 columns: the same block indented by a tab or by 4 spaces is the same text
+    (tmp_path / "tab.py").write_text("if x:\n\tprint(x)\n")
+    (tmp_path / "spaces.py").write_text("if x:\n    print(x)\n")
+    assert f(str(tmp_path / "tab.py"), str(tmp_path / "spaces.py")) == 1.0
+    # a coding line after the first three lines is code, not metadata
+    (tmp_path / "late.py").write_text("a = 1\nb = 2\nc = 3\n# coding: utf-8\n")
+    (tmp_path / "late_gold.py").write_text("a = 1\nb = 2\nc = 3\n")
+    assert f(str(tmp_path / "late.py"), str(tmp_path / "late_gold.py")) == 0.0
     assert f(str(tmp_path / "missing.py"), str(gold)) == 0.0
 
 

@@ -73,11 +73,31 @@ def is_in_vm_clickboard(config: Mapping[str, Any], terminal_output: Optional[str
 
 @METRICS.register("compare_python_pure_text")
 def compare_python_pure_text(py_file_path: Optional[str], gold_file_path: Optional[str], **options: Any) -> float:
-    """general.py: the two files are equal once every whitespace character is removed."""
-    a, b = _read(py_file_path), _read(gold_file_path)
-    if a is None or b is None:
-        return 0.0
-    return float("".join(a.split()) == "".join(b.split()))
+    """general.py (OSWorld 1.0.2): the two files are equal after :func:`_python_normalize`: blank
+    lines dropped, tabs expanded to 4 columns, trailing blanks stripped, and a shebang or coding
+    line among the first three skipped. Spaces inside a line and indentation count (an older
+    OSWorld removed every whitespace character). A file that is missing or not UTF-8 scores 0."""
+    texts = []
+    for path in (py_file_path, gold_file_path):
+        if not path:
+            return 0.0
+        try:
+            with open(path, encoding="utf-8") as f:
+                texts.append(f.read())
+        except (OSError, UnicodeDecodeError):
+            return 0.0
+    return float(_python_normalize(texts[0]) == _python_normalize(texts[1]))
+
+
+def _python_normalize(text: str) -> str:
+    """OSWorld 1.0.2's ``_normalize`` of compare_python_pure_text: leading shebang / coding lines
+    (only while they lead, within the first three lines) dropped, then every non-blank line
+    ``expandtabs(4).rstrip()``, joined by newlines."""
+    lines = text.splitlines()
+    i = 0
+    while i < min(len(lines), 3) and lines[i].strip().startswith(("#!", "# -*- coding:", "# coding:", "# coding=")):
+        i += 1
+    return "\n".join(line.expandtabs(4).rstrip() for line in lines[i:] if line.strip())
 
 
 #: sqlite VM steps between progress checks, and how many checks a query may take (~10^9 steps):
