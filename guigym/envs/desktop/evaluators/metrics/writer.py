@@ -563,16 +563,15 @@ def epub_text_parts(path: str) -> Optional[list[tuple[str, list[str]]]]:
 
 @METRICS.register("compare_epub")
 def compare_epub(result: Optional[str], expected: Optional[str], **options: Any) -> float:
-    """others.py: the product over the paired text parts (see :func:`epub_text_parts`; paired in
-    name order, extra parts on either side ignored, as upstream) of
-    ``difflib.SequenceMatcher(a=result_lines, b=expected_lines).ratio()``, in [0, 1]. A result
-    that is not an EPUB with both metadata files scores 0."""
+    """others.py (OSWorld 1.0.2): the sum over the paired text parts (see :func:`epub_text_parts`;
+    paired in name order, extra expected parts ignored, as upstream) of
+    ``difflib.SequenceMatcher(a=result_lines, b=expected_lines).ratio()``, divided by the number
+    of the result's parts: in [0, 1], a mean when both books have the same parts (an older OSWorld
+    multiplied the ratios). A result that is not an EPUB with both metadata files scores 0."""
     if not result or not expected:
         return 0.0
     got, want = epub_text_parts(result), epub_text_parts(expected)
-    if got is None or want is None:
+    if got is None or want is None or not got:
         return 0.0
-    score = 1.0
-    for (_, lines1), (_, lines2) in zip(got, want):
-        score *= difflib.SequenceMatcher(a=lines1, b=lines2).ratio()
-    return score
+    total = sum(difflib.SequenceMatcher(a=lines1, b=lines2).ratio() for (_, lines1), (_, lines2) in zip(got, want))
+    return total / len(got)
