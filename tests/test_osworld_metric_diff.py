@@ -21,7 +21,6 @@ import importlib
 import json
 import sqlite3
 import sys
-import time
 from pathlib import Path
 
 import docx
