@@ -43,7 +43,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -51,6 +50,8 @@ import types
 import urllib.parse
 from pathlib import Path
 from typing import Any, Optional, Sequence
+
+from guigym.compat.hostproc import guigym_pythonpath, host_python_default, read_json_line, stop
 
 #: ``DesktopEnv(provider_name="docker", region=REGION)`` selects guigym's local desktop
 REGION = "guigym"
@@ -217,21 +218,6 @@ def _cwd_to_hide() -> list[str]:
     return [s]
 
 
-def host_python_default() -> str:
-    """``GUIGYM_HOST_PYTHON``, else the first ``python3`` on PATH that is not this venv's."""
-    explicit = os.environ.get("GUIGYM_HOST_PYTHON")
-    if explicit:
-        return explicit
-    own = {str(Path(sys.prefix, "bin").resolve()), str(Path(sys.executable).parent.resolve())}
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                           if p and str(Path(p).resolve()) not in own)
-    found = shutil.which("python3", path=path)
-    if not found:
-        raise RuntimeError("guigym's python was not found: set GUIGYM_HOST_PYTHON to the interpreter where "
-                           "guigym and its desktop extra are installed")
-    return found
-
-
 class GuigymVMManager:
     """desktop-env's VMManager interface for one local desktop: no registry, nothing to clean."""
 
@@ -293,9 +279,7 @@ class GuigymProvider:
             return
         size = self.screen_size or _size_from_path(path_to_vm)
         # the bridge imports guigym from the same place this module was imported from
-        root = str(Path(__file__).resolve().parents[3])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        env = guigym_pythonpath()
         argv = [self.host_python or host_python_default(), "-m", "guigym.compat.osworld.bridge",
                 "--screen", f"{size[0]}x{size[1]}", "--client-password", self.client_password]
         for h in self.hide:
@@ -335,18 +319,8 @@ class GuigymProvider:
         if self.port is not None:
             _tokens.pop(f"127.0.0.1:{self.port}", None)
         self.port = None
-        if proc is None:
-            return
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-            proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait(timeout=30)
-        finally:
-            if proc.stdout:
-                proc.stdout.close()
+        if proc is not None:
+            stop(proc)
 
     # ---- guigym extras --------------------------------------------------------------------------
     def control(self, request: dict[str, Any], timeout: float = CONTROL_TIMEOUT_S) -> dict[str, Any]:
@@ -367,17 +341,8 @@ class GuigymProvider:
         return float(reply["score"])
 
     def _read_line(self, timeout: float, what: str) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            raise RuntimeError(f"guigym bridge: no answer to {what!r} within {timeout:g} s")
-        if not out or not out[0]:
-            code = self.proc.poll()
-            raise RuntimeError(f"guigym bridge exited (code {code}) before answering {what!r}; its stderr has why")
-        return json.loads(out[0])
+        assert self.proc is not None
+        return read_json_line(self.proc, timeout, what, "guigym bridge")
 
 
 def _size_from_path(path_to_vm: str) -> tuple[int, int]:

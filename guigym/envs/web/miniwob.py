@@ -72,6 +72,41 @@ MAX_SETTIMEOUT_MS = 2**31 - 1
 ISOLATION_MODES = ("clean", "context", "page")
 
 
+#: Starts a problem in the open task page (args ``[seed, limit_ms, wait_ms, nonce]``) and resolves
+#: ``{ready, utterance}``: marks the document with the episode's nonce, ends a running problem,
+#: keeps the page as the agent left it when the page ends one (core.js would show its START
+#: cover), seeds the page's RNG, sets core.js's time limit and waits up to ``wait_ms`` for
+#: ``WOB_TASK_READY``. Shared by MiniWoB-v0 and the BrowserGym tasks (guigym.compat.browsergym).
+START_EPISODE_JS = """([seed, limit, wait, nonce]) => new Promise((resolve) => {
+    window.__guigymEpisode = nonce;
+    if (core.EP_TIMER !== null) core.endEpisode(0, false, 'reset');
+    // core.endEpisode ends by showing the START cover (a human harness clicks it for the
+    // next problem); the env starts each problem itself, so the page stays as the agent
+    // left it and the episode's final observation shows that page, not the cover
+    if (!core.__guigymKeepsPage) {
+      core.startEpisode = function () { core.createDisplay(); };
+      core.__guigymKeepsPage = true;
+    }
+    Math.seedrandom(seed);
+    core.EPISODE_MAX_TIME = limit;
+    core.startEpisodeReal();
+    const t0 = performance.now();
+    (function poll() {
+      if (WOB_TASK_READY) resolve({ready: true, utterance: core.getUtterance()});
+      else if (performance.now() - t0 > wait) resolve({ready: false, utterance: ''});
+      else setTimeout(poll, 20);
+    })();
+})"""
+
+
+def wob_score(done: bool, raw: Optional[float]) -> tuple[float, bool]:
+    """MiniWoB's reward -> guigym's ``(score, success)``: ``clip(raw, 0, 1)`` and ``raw > 0``
+    (MiniWoB's convention) when the page ended the episode; ``(0.0, False)`` when it did not."""
+    if not done or raw is None:
+        return 0.0, False
+    return float(min(1.0, max(0.0, raw))), raw > 0
+
+
 def miniwob_html_dir() -> Path:
     """The ``html`` folder of the installed ``miniwob`` package (not imported, only located)."""
     spec = importlib.util.find_spec("miniwob")
@@ -307,26 +342,7 @@ class MiniWoBEnv(GUIEnv):
         # page keeps across problems (e.g. a jQuery datepicker's month) carries over.
         limit_ms = MAX_SETTIMEOUT_MS if self.episode_time_limit_s is None else int(self.episode_time_limit_s * 1000)
         ready = self.controller.evaluate(
-            """([seed, limit, wait, nonce]) => new Promise((resolve) => {
-                 window.__guigymEpisode = nonce;
-                 if (core.EP_TIMER !== null) core.endEpisode(0, false, 'reset');
-                 // core.endEpisode ends by showing the START cover (a human harness clicks it for the
-                 // next problem); the env starts each problem itself, so the page stays as the agent
-                 // left it and the episode's final observation shows that page, not the cover
-                 if (!core.__guigymKeepsPage) {
-                   core.startEpisode = function () { core.createDisplay(); };
-                   core.__guigymKeepsPage = true;
-                 }
-                 Math.seedrandom(seed);
-                 core.EPISODE_MAX_TIME = limit;
-                 core.startEpisodeReal();
-                 const t0 = performance.now();
-                 (function poll() {
-                   if (WOB_TASK_READY) resolve({ready: true, utterance: core.getUtterance()});
-                   else if (performance.now() - t0 > wait) resolve({ready: false, utterance: ''});
-                   else setTimeout(poll, 20);
-                 })();
-               })""",
+            START_EPISODE_JS,
             [seed, limit_ms, self.ready_timeout_s * 1000 * 0.9, self._nonce],
             what=f"starting MiniWoB task {task.id}",
         )
@@ -385,8 +401,8 @@ class MiniWoBEnv(GUIEnv):
         if not done:
             return 0.0, {"success": False, "raw_reward": None, "page_ended_episode": False,
                          "reason": "the task page did not end the episode"}
-        score = float(min(1.0, max(0.0, raw)))
-        return score, {"success": raw > 0, "raw_reward": raw, "page_ended_episode": True,
+        score, success = wob_score(done, raw)
+        return score, {"success": success, "raw_reward": raw, "page_ended_episode": True,
                        "reason": self._wob["reason"]}
 
     def _episode_info(self) -> dict[str, Any]:
