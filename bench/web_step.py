@@ -32,10 +32,11 @@ The Farama row needs Debian's ``chromium-driver`` (``apt install chromium-driver
    ``browsergym noop(0)`` (action ``noop(wait_ms=0)``, everything else default) shows how much of
    the step is the 1 s wait; the targets are checked against the default ``noop()`` row.
 
-   BrowserGym is installed into a separate venv (``bench/.venv-browsergym``, created when missing;
-   ``pip install browsergym-miniwob``), never into the system Python. Its Playwright is pointed at
+   BrowserGym is installed into a separate venv (``scripts/install_browsergym_reference.sh``'s,
+   ``~/.cache/guigym/venvs/browsergym``; created with ``pip install browsergym-miniwob`` when
+   missing), never into the system Python. Its Playwright is pointed at
    the system Chromium by symlinking the browser paths it expects (inside
-   ``PLAYWRIGHT_BROWSERS_PATH=bench/.venv-browsergym/ms-playwright``) to ``/usr/bin/chromium``, so
+   ``PLAYWRIGHT_BROWSERS_PATH=<venv>/ms-playwright``) to ``/usr/bin/chromium``, so
    that both BrowserGym's task browser and its chat-window browser (which ignores any
    ``executable_path``) use it. Playwright passes ``--no-sandbox`` itself (its default
    ``chromium_sandbox=False``), which is what running as root needs. ``MINIWOB_URL`` is set to
@@ -81,7 +82,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_VENV = HERE / ".venv-browsergym"
+#: the venv scripts/install_browsergym_reference.sh builds (browsergym-core + browsergym-miniwob 0.14.3,
+#: pinned), shared with tests/test_browsergym_compat.py
+DEFAULT_VENV = Path(os.environ.get("GUIGYM_BROWSERGYM_VENV") or Path(os.environ.get(
+    "XDG_CACHE_HOME", Path.home() / ".cache")) / "guigym" / "venvs" / "browsergym")
 DEFAULT_TASKS = ("click-test", "click-button", "enter-text", "click-checkboxes")
 SYSTEM_CHROMIUM = ("/usr/lib/chromium/chromium-headless-shell" if os.path.exists("/usr/lib/chromium/chromium-headless-shell")
                    else "/usr/bin/chromium")
