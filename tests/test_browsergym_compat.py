@@ -28,7 +28,7 @@ from guigym.compat import hostproc
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_CMD = "bash scripts/install_browsergym_reference.sh"
 #: the driver's hard bound: 7 episodes (each a BrowserGym browser + chat browser launch) and two
-#: site starts took ~9 min on a 2-core machine at load average ~20, ~3 min unloaded
+#: site starts took ~9 min on a 2-core machine at load average ~20 and 91 s at ~7
 DRIVER_TIMEOUT_S = 1500
 
 
