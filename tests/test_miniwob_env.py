@@ -50,6 +50,22 @@ def test_reset_observation_matches_space_and_a11y_is_xml_with_unique_ids(click_e
     assert any(n.tag == "textbox" for n in root.iter()) and any(n.tag == "button" for n in root.iter())
 
 
+def test_screenshot_is_captured_with_the_fast_png_encoder_and_has_the_plain_encoders_pixels(click_env):
+    """MiniWoB-v0 captures with Chromium's fast PNG encoder (its file decodes ~1 ms faster per
+    step, issue 38); PNG is lossless either way, so the agent sees the same array."""
+    click_env.reset(seed=3, options={"task": "enter-text"})
+    ctl = click_env.controller
+    assert ctl._shot_params.get("optimizeForSpeed") is True
+    fast = ctl.observe().screenshot
+    ctl._shot_params = {"format": "png"}
+    try:
+        plain = ctl.observe().screenshot
+    finally:
+        ctl._shot_params = {"format": "png", "optimizeForSpeed": True}
+    assert fast.shape == plain.shape == (210, 160, 3)
+    assert fast.std() > 0 and np.array_equal(fast, plain)
+
+
 def test_same_seed_same_episode_other_seed_other_episode(click_env):
     _, a = click_env.reset(seed=11, options={"task": "enter-text"})
     _, b = click_env.reset(seed=11, options={"task": "enter-text"})

@@ -84,10 +84,11 @@ class WebControllerConfig:
     #: resolves an element id to its viewport centre for element actions when ids come from
     #: ``a11y_builder``: ``async (page, cdp, element_id) -> (x, y)``, raising ActionNotPossible
     element_center: Optional[Callable[[Any, Any, str], Awaitable[tuple[float, float]]]] = None
-    #: PNG screenshots with Chromium's fast (lossless, lower zlib effort) encoder: for large
-    #: viewports (1280x720) both the capture and the decode are faster; for small ones (MiniWoB)
-    #: the plain encoder's smaller file decodes faster (bench/web_step.py)
-    fast_png: bool = False
+    #: PNG screenshots with Chromium's fast (lossless, lower zlib effort) encoder: the same pixels,
+    #: a larger file that decodes faster at every size measured (MiniWoB's 500x320 window:
+    #: 1.8 vs 2.8 ms of CPU per decode on Chromium 156, Chromium's own capture about equal;
+    #: 1280x720: both the capture and the decode are faster; docs/benchmarks.md, issue 38)
+    fast_png: bool = True
     #: the task page's tab starts with a history of one entry, the task page (Chromium's blank
     #: start entry of a new tab and anything before are dropped, so ``go_back`` has nowhere to go)
     fresh_history: bool = False
@@ -285,8 +286,7 @@ class WebController:
         #: browser thread's loop); each page prewarmed with ``before`` waits for it (_open_after)
         self._draining: Optional[asyncio.Future] = None
         # Capture the whole window and crop in numpy: CDP's `clip` parameter makes Chromium take a
-        # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py);
-        # plain PNG encodes slower than optimizeForSpeed but decodes faster, a net win.
+        # slower capture path (~20 ms vs ~8 ms for 500x320 -> 160x210 here, bench/web_step.py).
         self._shot_params: dict[str, Any] = {"format": "png"}
         if self.config.fast_png:
             self._shot_params["optimizeForSpeed"] = True
