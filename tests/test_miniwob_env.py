@@ -19,6 +19,7 @@ from lxml import etree
 
 from guigym.core.errors import EnvInfraError, TaskSpecError
 from guigym.envs.web.miniwob import LoopbackStaticServer, miniwob_html_dir, miniwob_tasks
+from web_helpers import assert_fast_png_is_lossless
 
 
 def element_id(a11y: str, role: str, name: str | None = None) -> str:
@@ -54,16 +55,7 @@ def test_screenshot_is_captured_with_the_fast_png_encoder_and_has_the_plain_enco
     """MiniWoB-v0 captures with Chromium's fast PNG encoder (its file decodes ~1 ms faster per
     step, issue 38); PNG is lossless either way, so the agent sees the same array."""
     click_env.reset(seed=3, options={"task": "enter-text"})
-    ctl = click_env.controller
-    assert ctl._shot_params.get("optimizeForSpeed") is True
-    fast = ctl.observe().screenshot
-    ctl._shot_params = {"format": "png"}
-    try:
-        plain = ctl.observe().screenshot
-    finally:
-        ctl._shot_params = {"format": "png", "optimizeForSpeed": True}
-    assert fast.shape == plain.shape == (210, 160, 3)
-    assert fast.std() > 0 and np.array_equal(fast, plain)
+    assert_fast_png_is_lossless(click_env.controller, (210, 160, 3))
 
 
 def test_same_seed_same_episode_other_seed_other_episode(click_env):

@@ -42,3 +42,19 @@ class LoopbackSite:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def assert_fast_png_is_lossless(ctl: Any, shape: tuple[int, int, int]) -> None:
+    """``ctl`` (a live web controller) captures with Chromium's fast PNG encoder, and its array
+    equals the plain encoder's on the same page (PNG is lossless either way) with ``shape``."""
+    import numpy as np
+
+    assert ctl._shot_params.get("optimizeForSpeed") is True
+    fast = ctl.observe().screenshot
+    ctl._shot_params = {"format": "png"}
+    try:
+        plain = ctl.observe().screenshot
+    finally:
+        ctl._shot_params = {"format": "png", "optimizeForSpeed": True}
+    assert fast.shape == plain.shape == shape
+    assert fast.std() > 0 and np.array_equal(fast, plain)

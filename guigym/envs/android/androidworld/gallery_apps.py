@@ -61,55 +61,54 @@ def write_picture(device: AndroidDevice, path: str, text: str) -> None:
         device.push(local, path)
 
 
+class _RowsFromPicture:
+    """The add task's rows pictured in the gallery instead of written in the goal: the goal is the
+    template verbatim, setup draws the rows on ``picture`` (plus ``old_pictures`` pictures of the
+    noise rows) and tear-down empties the gallery. Mixed in before the table's add task."""
+
+    picture = ""
+    old_pictures = 0
+    template = ""
+    params: dict[str, Any]
+
+    @property
+    def goal(self) -> str:
+        return self.template
+
+    def initialize_task(self, device: AndroidDevice) -> None:
+        super().initialize_task(device)  # type: ignore[misc]
+        V.clear_directory(device, GALLERY)
+        write_picture(device, f"{GALLERY}/{self.picture}", text_block(self.params[ROWS]))
+        stem, ext = posixpath.splitext(self.picture)
+        for i in range(self.old_pictures):
+            write_picture(device, f"{GALLERY}/old_{stem}_{i}{ext}", text_block(self.params[NOISE]))
+
+    def tear_down(self, device: AndroidDevice) -> None:
+        try:
+            V.clear_directory(device, GALLERY)
+        finally:
+            super().tear_down(device)  # type: ignore[misc]
+
+
 @register
-class ExpenseAddMultipleFromGallery(_ExpenseAdd):
+class ExpenseAddMultipleFromGallery(_RowsFromPicture, _ExpenseAdd):
     app_names = ("pro expense", "simple gallery pro")
     complexity = 6.0
     n_rows = 3
     n_noise = 10
+    picture = "expenses.jpg"
+    old_pictures = 10
     template = "Add the expenses from expenses.jpg in Simple Gallery Pro to pro expense."
-
-    @property
-    def goal(self) -> str:
-        return self.template
-
-    def initialize_task(self, device: AndroidDevice) -> None:
-        super().initialize_task(device)
-        V.clear_directory(device, GALLERY)
-        write_picture(device, f"{GALLERY}/expenses.jpg", text_block(self.params[ROWS]))
-        for i in range(10):
-            write_picture(device, f"{GALLERY}/old_expenses_{i}.jpg", text_block(self.params[NOISE]))
-
-    def tear_down(self, device: AndroidDevice) -> None:
-        try:
-            V.clear_directory(device, GALLERY)
-        finally:
-            super().tear_down(device)
 
 
 @register
-class RecipeAddMultipleRecipesFromImage(RecipeAddSingleRecipe):
+class RecipeAddMultipleRecipesFromImage(_RowsFromPicture, RecipeAddSingleRecipe):
     app_names = ("broccoli app", "simple gallery pro")
     complexity = 6.0
     n_rows = 3
     n_noise = 10
+    picture = "recipes.jpg"
     template = "Add the recipes from recipes.jpg in Simple Gallery Pro to the Broccoli recipe app."
-
-    @property
-    def goal(self) -> str:
-        return self.template
-
-    def initialize_task(self, device: AndroidDevice) -> None:
-        super().initialize_task(device)
-        V.clear_directory(device, GALLERY)
-        write_picture(device, f"{GALLERY}/recipes.jpg", text_block(self.params[ROWS]))
-
-    def tear_down(self, device: AndroidDevice) -> None:
-        try:
-            V.clear_directory(device, GALLERY)
-        finally:
-            super().tear_down(device)
-
 
 
 def receipt_lines(rng: random.Random) -> list[str]:
