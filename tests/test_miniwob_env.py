@@ -231,6 +231,30 @@ def test_static_server_binds_loopback_only(tmp_path):
         srv.close()
 
 
+def test_a_browser_leaving_mid_response_prints_nothing_and_the_server_keeps_serving(tmp_path, capsys):
+    """Ctrl-C kills the browser while pages load: the server must not print a BrokenPipeError
+    traceback into the user's terminal (``guigym eval`` prints one line then), and must go on."""
+    import socket
+    import struct
+
+    (tmp_path / "big.bin").write_bytes(os.urandom(32 << 20))  # far more than any socket buffer
+    (tmp_path / "a.html").write_text("hi")
+    srv = LoopbackStaticServer(tmp_path)
+    try:
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            sock.sendall(f"GET /{srv.token}/big.bin HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            sock.recv(1024)  # the response has started
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+            sock.close()
+        time.sleep(1.0)  # the handler threads hit the reset while writing
+        assert urllib.request.urlopen(srv.base_url + "a.html", timeout=5).read() == b"hi"
+    finally:
+        srv.close()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Broken pipe" not in err, err
+
+
 def test_background_prewarm_does_not_change_the_sampled_episode_sequence():
     tasks = ["click-test", "enter-text", "click-button"]
     seqs = []

@@ -38,6 +38,7 @@ import functools
 import http.server
 import importlib.util
 import secrets
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -135,6 +136,16 @@ def miniwob_tasks() -> tuple[Task, ...]:
     return tuple(out)
 
 
+class _QuietOnDisconnect(http.server.ThreadingHTTPServer):
+    """A browser that goes away mid-response (a closed tab, a killed browser on Ctrl-C) is not an
+    error of the server's: the stdlib would print a BrokenPipeError traceback to stderr for it."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class LoopbackStaticServer:
     """Serves a directory read-only on 127.0.0.1 under a secret path prefix (the token).
 
@@ -183,7 +194,7 @@ class LoopbackStaticServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietOnDisconnect(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="guigym-static")
