@@ -55,10 +55,7 @@ apt_done() {  # wait for the background apt step; its output only when it failed
   if [ -n "$APT_PID" ]; then
     local pid="$APT_PID"
     APT_PID=""
-    if ! wait "$pid"; then
-      # the log goes first: exit inside the EXIT trap (a failed pip step) does not run it again
-      cat "$APT_LOG" >&2; rm -f "$APT_LOG"; echo "install.sh: the apt step failed" >&2; exit 1
-    fi
+    if ! wait "$pid"; then cat "$APT_LOG" >&2; echo "install.sh: the apt step failed" >&2; exit 1; fi
   fi
   rm -f "$APT_LOG"
 }
