@@ -2,7 +2,7 @@
 (guigym.envs.android.standin_apps.AppStandin): tasks that exercise its SQLite databases (pull /
 push / ownership), the contacts provider, the SMS provider with ``sqlite3`` and the foreground
 app are set up over adb, score 0 untouched and 1 with their reference end state. The full
-47-task run is the CLI's; the fake-device tests in test_androidworld_tasks.py cover every task.
+run over every AndroidWorld task is the CLI's; the fake-device tests in test_androidworld_tasks.py cover every task.
 """
 from __future__ import annotations
 
